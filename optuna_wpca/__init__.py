@@ -1,0 +1,61 @@
+"""optuna-wpca: training-free search for compact language models, as an Optuna plugin.
+
+Example:
+    >>> import optuna_wpca
+    >>> space = optuna_wpca.WPCASpace.tiny()
+    >>> model = space.build(space.sample(0), seed=0)
+    >>> batch = optuna_wpca.text_batch(batch_size=8, seq_len=32)
+    >>> result = optuna_wpca.compute_proxy("wpca", model, batch)
+    >>> len(result.parts["pca_dims"])
+    6
+"""
+
+from optuna_wpca._ranking import Benchmark, load_benchmark, rank_proxies
+from optuna_wpca._text import TextBatch, bundled_text_path, load_tokenizer, text_batch
+from optuna_wpca.models import (
+    CandidateModel,
+    FlexiBERTConfig,
+    FlexiBERTModel,
+    WPCAConfig,
+    WPCAModel,
+)
+from optuna_wpca.proxies import (
+    ProxyResult,
+    compute_proxy,
+    get_proxy,
+    layer_pca_dims,
+    list_proxies,
+    pca_dim,
+    register_proxy,
+)
+from optuna_wpca.spaces import Architecture, FlexiBERTSpace, SearchSpace, WPCASpace, load_space, space_from_dict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Architecture",
+    "Benchmark",
+    "CandidateModel",
+    "FlexiBERTConfig",
+    "FlexiBERTModel",
+    "FlexiBERTSpace",
+    "ProxyResult",
+    "SearchSpace",
+    "TextBatch",
+    "WPCAConfig",
+    "WPCAModel",
+    "WPCASpace",
+    "bundled_text_path",
+    "compute_proxy",
+    "get_proxy",
+    "layer_pca_dims",
+    "list_proxies",
+    "load_benchmark",
+    "load_space",
+    "load_tokenizer",
+    "pca_dim",
+    "rank_proxies",
+    "register_proxy",
+    "space_from_dict",
+    "text_batch",
+]

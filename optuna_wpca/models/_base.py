@@ -1,0 +1,176 @@
+"""Shared pieces of every candidate model: initialisation, counting, saving and loading."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import torch
+from torch import nn
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+#: Ways of counting a candidate's parameters. ``"all"`` counts every parameter of the built
+#: model; ``"non_embedding"`` counts only the encoder layers (embedding tables, the embedding
+#: projection and the embedding LayerNorm excluded), the convention under which the W-PCA
+#: paper's budgets (W-PCA-Small <= 15.7M at hidden 528) admit its models.
+COUNT_CONVENTIONS = ("all", "non_embedding")
+
+
+def check_count_convention(count: str) -> str:
+    if count not in COUNT_CONVENTIONS:
+        raise ValueError(f"unknown parameter-count convention {count!r}; use one of {COUNT_CONVENTIONS}")
+    return count
+
+
+class NoNorm(nn.Module):
+    """MobileBERT's element-wise affine map used in place of LayerNorm."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight + self.bias
+
+
+def init_weights(module: nn.Module, seed: int | None, std: float = 0.02) -> None:
+    """BERT's initialisation: N(0, std) weights, zero biases, unit norms.
+
+    A given ``seed`` makes it reproducible without touching the global RNG. Every parameter must
+    be covered, since models are allocated uninitialised (see :func:`allocate`).
+    """
+    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    done: set[int] = set()
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Conv1d, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=std, generator=generator)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, (nn.LayerNorm, NoNorm)):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+            else:
+                continue
+            done.update(id(p) for p in m.parameters(recurse=False))
+    missed = [name for name, p in module.named_parameters() if id(p) not in done]
+    if missed:
+        raise RuntimeError(f"init_weights does not cover parameters {missed}")
+
+
+def allocate(model: nn.Module, build: Callable[[], None], seed: int | None) -> None:
+    """Run ``build`` (which creates ``model``'s submodules) on the meta device, then allocate
+    and initialise once: no default init is wasted and the global RNG is not consumed."""
+    with torch.device("meta"):
+        build()
+    model.to_empty(device="cpu")
+    init_weights(model, seed)
+
+
+def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """(B, N) 1/0 mask -> (B, 1, 1, N) additive mask, or None."""
+    if attention_mask is None:
+        return None
+    mask = attention_mask[:, None, None, :].to(dtype)
+    return (1.0 - mask) * torch.finfo(dtype).min
+
+
+class CandidateModel(nn.Module):
+    """Base of the candidate encoders.
+
+    Subclasses set ``config_class`` and ``model_type`` and define ``embeddings`` (a module)
+    and ``layers`` (an ``nn.ModuleList``), plus ``ffn_input_linears()``.
+    """
+
+    config_class: ClassVar[type]
+    model_type: ClassVar[str]
+    _registry: ClassVar[dict[str, type["CandidateModel"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if getattr(cls, "model_type", None):
+            CandidateModel._registry[cls.model_type] = cls
+
+    config: Any
+    embeddings: nn.Module
+    layers: nn.ModuleList
+
+    def ffn_input_linears(self) -> list[nn.Linear]:
+        """The first linear map of each layer's FFN, in layer order (where W-PCA looks)."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        max_pos = self.config.max_position_embeddings
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be (batch, tokens); got shape {tuple(input_ids.shape)}")
+        if input_ids.shape[1] > max_pos:
+            raise ValueError(
+                f"sequence of {input_ids.shape[1]} tokens is longer than the model's "
+                f"max_position_embeddings={max_pos}"
+            )
+        if input_ids.numel() == 0:
+            raise ValueError("empty batch: input_ids has no tokens")
+        x = self.embeddings(input_ids, token_type_ids)
+        mask = additive_mask(attention_mask, x.dtype)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x
+
+    def num_parameters(self, count: str | None = None) -> int:  # type: ignore[override]
+        count = check_count_convention(count or self.config.count)
+        modules = [self] if count == "all" else [self.layers]
+        return sum(p.numel() for m in modules for p in m.parameters())
+
+    # -- transformers-style persistence -------------------------------------------------------
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> None:
+        """Write ``config.json`` and ``model.safetensors`` to ``save_directory``."""
+        from safetensors.torch import save_file
+
+        path = Path(save_directory)
+        path.mkdir(parents=True, exist_ok=True)
+        config = {"model_type": self.model_type, **dataclasses.asdict(self.config)}
+        (path / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        tmp = path / (WEIGHTS_NAME + ".tmp")
+        save_file(state, str(tmp), metadata={"format": "pt"})
+        os.replace(tmp, path / WEIGHTS_NAME)
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | os.PathLike, *, device: str | torch.device = "cpu"
+    ) -> "CandidateModel":
+        """Load a model written by :meth:`save_pretrained`; works on the base class too."""
+        from safetensors.torch import load_file
+
+        path = Path(directory)
+        config_file = path / CONFIG_NAME
+        if not config_file.is_file():
+            raise FileNotFoundError(f"no {CONFIG_NAME} in {str(path)!r}: not a saved optuna-wpca model")
+        raw = json.loads(config_file.read_text())
+        model_type = raw.pop("model_type", None)
+        target = CandidateModel._registry.get(model_type)
+        if target is None:
+            raise ValueError(
+                f"{str(path)!r} holds model_type {model_type!r}; optuna-wpca knows "
+                f"{sorted(CandidateModel._registry)}"
+            )
+        if cls is not CandidateModel and not issubclass(target, cls):
+            raise ValueError(f"{str(path)!r} holds a {target.__name__}, not a {cls.__name__}")
+        model = target(target.config_class.from_dict(raw))
+        weights = path / WEIGHTS_NAME
+        if not weights.is_file():
+            raise FileNotFoundError(f"no {WEIGHTS_NAME} in {str(path)!r}")
+        model.load_state_dict(load_file(str(weights)))
+        return model.to(device).eval()

@@ -1,0 +1,23 @@
+"""Zero-cost proxies behind one registry."""
+
+from optuna_wpca.proxies import _counts, _pca  # noqa: F401  (registration)
+from optuna_wpca.proxies._pca import layer_pca_dims, pca_dim
+from optuna_wpca.proxies._registry import (
+    ProxyResult,
+    ProxySpec,
+    compute_proxy,
+    get_proxy,
+    list_proxies,
+    register_proxy,
+)
+
+__all__ = [
+    "ProxyResult",
+    "ProxySpec",
+    "compute_proxy",
+    "get_proxy",
+    "layer_pca_dims",
+    "list_proxies",
+    "pca_dim",
+    "register_proxy",
+]

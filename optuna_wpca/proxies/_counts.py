@@ -1,0 +1,18 @@
+"""Proxies that need no data: size and depth (the trivial baselines every proxy must beat)."""
+
+from __future__ import annotations
+
+from optuna_wpca._text import TextBatch
+from optuna_wpca.models import CandidateModel
+from optuna_wpca.proxies._registry import ProxyResult, register_proxy
+
+
+@register_proxy("params", needs_grad=False, description="number of parameters (convention of the model)")
+def params(model: CandidateModel, batch: TextBatch, *, count: str | None = None) -> ProxyResult:
+    n = model.num_parameters(count)
+    return ProxyResult(float(n), {"num_params": n})
+
+
+@register_proxy("num_layers", needs_grad=False, description="number of encoder layers")
+def num_layers(model: CandidateModel, batch: TextBatch) -> ProxyResult:
+    return ProxyResult(float(len(model.layers)), {"num_layers": len(model.layers)})

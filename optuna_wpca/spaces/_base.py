@@ -1,0 +1,153 @@
+"""The search-space abstraction: an architecture as a dict of Optuna categorical parameters."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+from optuna_wpca.models import CandidateModel
+from optuna_wpca.models._base import check_count_convention
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One candidate: a hidden size and one layer config per layer (hashable, JSON-able)."""
+
+    hidden_size: int
+    layers: tuple[Any, ...]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hidden_size": self.hidden_size, "layers": [dataclasses.asdict(layer) for layer in self.layers]}
+
+
+def layer_name(index: int, gene: str) -> str:
+    return f"layer_{index:02d}_{gene}"
+
+
+class SearchSpace(abc.ABC):
+    """A space of candidate encoders, expressed as Optuna distributions.
+
+    Every gene is a :class:`~optuna.distributions.CategoricalDistribution`, one per layer per
+    choice (``layer_03_block``, ``layer_03_ffn_mult``, ...), so any Optuna sampler can search it
+    and the genome has a fixed length (NSGA-II only evolves parameters every trial has).
+    """
+
+    #: Short name used in files, study attributes and the CLI.
+    kind: str = ""
+
+    def __init__(self, *, count: str) -> None:
+        self.count = check_count_convention(count)
+
+    @abc.abstractmethod
+    def distributions(self) -> dict[str, CategoricalDistribution]:
+        """Parameter name -> distribution, in a fixed order."""
+
+    @abc.abstractmethod
+    def from_params(self, params: Mapping[str, Any]) -> Architecture:
+        """Turn trial parameters into an architecture; raises ``ValueError`` naming a bad key."""
+
+    @abc.abstractmethod
+    def to_params(self, arch: Architecture) -> dict[str, Any]:
+        """The parameters that :meth:`from_params` maps back to ``arch``."""
+
+    @abc.abstractmethod
+    def build(self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu") -> CandidateModel:
+        """Instantiate the randomly initialised candidate, in eval mode."""
+
+    @abc.abstractmethod
+    def num_params(self, arch: Architecture, count: str | None = None) -> int:
+        """Parameters of ``build(arch)`` under a counting convention, without building it."""
+
+    @abc.abstractmethod
+    def config(self) -> dict[str, Any]:
+        """Constructor arguments, so that ``type(space)(**space.config())`` rebuilds it."""
+
+    def suggest(self, trial: optuna.trial.BaseTrial) -> Architecture:
+        """Draw an architecture through ``trial`` (one ``suggest_categorical`` per gene)."""
+        params = {name: trial.suggest_categorical(name, dist.choices) for name, dist in self.distributions().items()}
+        return self.from_params(params)
+
+    def sample(self, rng: np.random.Generator | int | None = None) -> Architecture:
+        """A uniformly random architecture, without Optuna."""
+        rng = np.random.default_rng(rng)
+        params = {name: d.choices[int(rng.integers(len(d.choices)))] for name, d in self.distributions().items()}
+        return self.from_params(params)
+
+    def min_params(self, count: str | None = None) -> int:
+        """The smallest parameter count of any candidate (for budget checks)."""
+        return min(self.num_params(arch, count) for arch in self._smallest_candidates())
+
+    @abc.abstractmethod
+    def _smallest_candidates(self) -> Sequence[Architecture]:
+        """Candidates among which the smallest one lies."""
+
+    def describe(self, arch: Architecture) -> list[str]:
+        """One short human-readable line per layer."""
+        return [str(layer) for layer in arch.layers]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, **self.config()}
+
+    def _check_params(self, params: Mapping[str, Any], names: Sequence[str]) -> None:
+        if not isinstance(params, Mapping):
+            raise ValueError(f"architecture parameters must be a mapping, got {type(params).__name__}")
+        dists = self.distributions()
+        missing = [n for n in names if n not in params]
+        if missing:
+            raise ValueError(f"architecture is missing parameter(s) {missing} of the {self.kind} space")
+        for name in names:
+            value = params[name]
+            if value not in dists[name].choices:
+                raise ValueError(f"parameter {name}={value!r} is not one of {list(dists[name].choices)}")
+
+
+def _space_types() -> dict[str, type[SearchSpace]]:
+    from optuna_wpca.spaces._flexibert import FlexiBERTSpace
+    from optuna_wpca.spaces._wpca import WPCASpace
+
+    return {cls.kind: cls for cls in (WPCASpace, FlexiBERTSpace)}
+
+
+def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:
+    """Rebuild a space from :meth:`SearchSpace.to_dict` output (or a hand-written file)."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise ValueError("search-space description is empty or not a JSON object")
+    kinds = _space_types()
+    kind = raw.get("type")
+    if kind not in kinds:
+        raise ValueError(f"search-space 'type' must be one of {sorted(kinds)}, got {kind!r}")
+    args = {k: v for k, v in raw.items() if k != "type"}
+    try:
+        return kinds[kind](**args)
+    except TypeError as err:
+        raise ValueError(f"malformed {kind} search space: {err}") from None
+
+
+def load_space(path: str | Path) -> SearchSpace:
+    """Read a search space from a JSON file written by :meth:`SearchSpace.to_dict`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"search-space file {str(path)!r} does not exist")
+    text = path.read_text().strip()
+    if not text:
+        raise ValueError(f"search-space file {str(path)!r} is empty")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"search-space file {str(path)!r} is not valid JSON: {err}") from None
+    return space_from_dict(raw)
+
+
+__all__ = ["Architecture", "BaseDistribution", "SearchSpace", "layer_name", "load_space", "space_from_dict"]

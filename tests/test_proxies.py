@@ -1,0 +1,147 @@
+import math
+
+import pytest
+import torch
+
+from optuna_wpca import (
+    FlexiBERTSpace,
+    TextBatch,
+    WPCASpace,
+    compute_proxy,
+    get_proxy,
+    layer_pca_dims,
+    list_proxies,
+    pca_dim,
+)
+
+
+def known_spectrum(eigenvalues, n=400, seed=0):
+    """Rows whose sample covariance has exactly the given eigenvalues (up to float error)."""
+    d = len(eigenvalues)
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(n, d, generator=g, dtype=torch.float64)
+    z = z - z.mean(0)
+    # Whiten exactly: z^T z / (n-1) = I
+    q, _ = torch.linalg.qr(z)
+    z = q * math.sqrt(n - 1)
+    rot, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    return (z * torch.tensor(eigenvalues, dtype=torch.float64).sqrt()) @ rot.T + 3.0
+
+
+@pytest.mark.parametrize(
+    "eta,expected",
+    # eigenvalues 5, 3, 1, 0.5, 0.5 of total 10: cumulative shares 0.5, 0.8, 0.9, 0.95, 1.0
+    [(0.4, 1), (0.5, 1), (0.51, 2), (0.8, 2), (0.85, 3), (0.9, 3), (0.93, 4), (0.95, 4), (0.99, 5), (1.0, 5)],
+)
+def test_pca_dim_on_a_known_spectrum(eta, expected):
+    h = known_spectrum([5.0, 3.0, 1.0, 0.5, 0.5])
+    assert pca_dim(h, eta) == expected
+
+
+def test_pca_dim_degenerate_cases():
+    assert pca_dim(torch.ones(50, 4), 0.99) == 0  # zero variance
+    rank_one = torch.randn(100, 1) * torch.ones(1, 6)
+    assert pca_dim(rank_one, 1.0) == 1
+    with pytest.raises(ValueError, match="NaN or inf"):
+        pca_dim(torch.tensor([[1.0, float("nan")], [0.0, 1.0], [2.0, 2.0]]))
+    with pytest.raises(ValueError, match="at least 2 token vectors"):
+        pca_dim(torch.randn(1, 8))
+    for eta in (0.0, -0.1, 1.01, float("nan")):
+        with pytest.raises(ValueError, match=r"eta must lie in \(0, 1\]"):
+            pca_dim(torch.randn(10, 3), eta)
+
+
+def tiny_wpca_model(seed=0):
+    space = WPCASpace(num_layers=3, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+    params = {"layer_00_block": "bert", "layer_00_ffn_mult": 2, "layer_01_block": "mobilebert",
+              "layer_01_ffn_mult": 3, "layer_02_block": "bert", "layer_02_ffn_mult": 1}
+    return space.build(space.from_params(params), seed=seed)
+
+
+def test_wpca_is_params_times_vpca_with_per_layer_dims(small_batch):
+    model = tiny_wpca_model()
+    w = compute_proxy("wpca", model, small_batch)
+    v = compute_proxy("vpca", model, small_batch)
+    dims = w.parts["pca_dims"]
+    assert len(dims) == 3 and all(1 <= d <= width for d, width in zip(dims, (32, 48, 16)))
+    assert v.value == sum(dims)
+    assert w.value == model.num_parameters() * v.value
+    mean = compute_proxy("vpca", model, small_batch, reduce="mean")
+    assert mean.value == pytest.approx(sum(dims) / 3)
+    lower = compute_proxy("vpca", model, small_batch, eta=0.5)
+    assert lower.value < v.value
+
+
+def test_pca_dims_match_a_manual_computation(small_batch):
+    model = tiny_wpca_model()
+    captured = []
+    handle = model.layers[1].ffn_in.register_forward_hook(lambda m, i, o: captured.append(o.detach().clone()))
+    with torch.no_grad():
+        model(**small_batch.as_kwargs())
+    handle.remove()
+    h = captured[0].reshape(-1, captured[0].shape[-1]).double()
+    hc = h - h.mean(0)
+    eig = torch.linalg.eigvalsh(hc.T @ hc / (h.shape[0] - 1)).flip(0)
+    share = torch.cumsum(eig, 0) / eig.sum()
+    expected = int((share < 0.99).sum()) + 1
+    assert layer_pca_dims(model, small_batch)[1] == expected
+
+
+def test_eta_mobilebert_only_changes_mobilebert_layers(small_batch):
+    model = tiny_wpca_model()
+    base = layer_pca_dims(model, small_batch)
+    mixed = layer_pca_dims(model, small_batch, eta_mobilebert=0.5)
+    assert mixed[0] == base[0] and mixed[2] == base[2] and mixed[1] < base[1]
+
+
+def test_scoring_leaves_model_unchanged_and_no_hooks(small_batch):
+    model = tiny_wpca_model()
+    model.train()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    compute_proxy("wpca", model, small_batch)
+    assert model.training  # restored
+    assert all(not lin._forward_hooks for lin in model.ffn_input_linears())
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_one_forward_pass_in_inference_mode(small_batch):
+    model = tiny_wpca_model()
+    calls = []
+    model.embeddings.register_forward_hook(lambda m, i, o: calls.append(torch.is_inference_mode_enabled()))
+    compute_proxy("wpca", model, small_batch)
+    assert calls == [True]
+
+
+def test_bad_batches_give_clear_errors():
+    model = tiny_wpca_model()
+    one = torch.tensor([[101]])
+    with pytest.raises(ValueError, match="at least 2 token vectors"):
+        compute_proxy("wpca", model, TextBatch(one, torch.ones_like(one), torch.zeros_like(one)))
+    empty = torch.zeros(0, 16, dtype=torch.long)
+    with pytest.raises(ValueError, match="empty batch"):
+        compute_proxy("vpca", model, TextBatch(empty, torch.ones_like(empty), torch.zeros_like(empty)))
+
+
+def test_nan_weights_are_reported_not_crashed(small_batch):
+    model = tiny_wpca_model()
+    with torch.no_grad():
+        model.layers[0].ffn_in.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="layer 0: activations contain NaN or inf"):
+        compute_proxy("wpca", model, small_batch)
+
+
+def test_registry():
+    assert {"wpca", "vpca", "params", "num_layers"} <= set(list_proxies())
+    assert get_proxy("wpca").needs_grad is False
+    with pytest.raises(ValueError, match="unknown proxy 'nope'; registered proxies: "):
+        get_proxy("nope")
+
+
+def test_params_proxy_uses_counting_convention(small_batch):
+    space = FlexiBERTSpace()
+    model = space.build(space.sample(0))
+    assert compute_proxy("params", model, small_batch).value == space.num_params(space.sample(0))
+    assert compute_proxy("params", model, small_batch, count="non_embedding").value == space.num_params(
+        space.sample(0), "non_embedding"
+    )

@@ -1,0 +1,128 @@
+import json
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+
+from optuna_wpca import FlexiBERTSpace, WPCASpace, load_space, space_from_dict
+from optuna_wpca.cli import bundled_benchmark_path
+
+
+@pytest.fixture(scope="module")
+def benchmark_entries():
+    with open(bundled_benchmark_path()) as f:
+        return json.load(f)
+
+
+def test_wpca_space_distributions_are_per_layer_categoricals():
+    space = WPCASpace.small()
+    dists = space.distributions()
+    assert len(dists) == 24
+    assert dists["layer_03_block"] == CategoricalDistribution(("bert", "mobilebert"))
+    assert dists["layer_11_ffn_mult"] == CategoricalDistribution((1, 2, 3, 4, 5, 6))
+    assert WPCASpace.tiny().num_layers == 6
+
+
+@pytest.mark.parametrize("space", [WPCASpace.small(), WPCASpace.tiny(), FlexiBERTSpace()], ids=["small", "tiny", "flexi"])
+def test_params_round_trip(space):
+    for seed in range(20):
+        arch = space.sample(seed)
+        params = space.to_params(arch)
+        assert set(params) == set(space.distributions())
+        assert space.from_params(params) == arch
+
+
+def test_suggest_through_a_real_trial_gives_the_same_architecture():
+    space = WPCASpace.tiny()
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    trial = study.ask()
+    arch = space.suggest(trial)
+    assert space.from_params(trial.params) == arch
+    assert arch.num_layers == 6
+    assert {layer.ffn_size for layer in arch.layers} <= {132 * k for k in range(1, 7)}
+
+
+@pytest.mark.parametrize("count", ["non_embedding", "all"])
+def test_wpca_num_params_matches_built_model(count):
+    space = WPCASpace.small(count=count)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        arch = space.sample(rng)
+        model = space.build(arch, seed=None)
+        assert space.num_params(arch) == model.num_parameters()
+    assert space.num_params(arch, "all") == sum(p.numel() for p in model.parameters())
+
+
+def test_wpca_paper_budget_convention():
+    # Non-embedding counting is what lets hidden-528 models fit the paper's 15.7M budget.
+    space = WPCASpace.small()
+    assert space.min_params() < 15.7e6 < space.num_params(space.sample(0), "all") + 16e6
+    embeddings = space.num_params(space.sample(0), "all") - space.num_params(space.sample(0))
+    assert embeddings > 4e6  # 30522 x 128 table, trigram projection, positions
+
+
+def test_min_params_is_the_smallest():
+    space = WPCASpace(num_layers=3, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+    import itertools
+
+    values = [
+        space.num_params(space.from_params(dict(zip(space.distributions(), combo))))
+        for combo in itertools.product(*(d.choices for d in space.distributions().values()))
+    ]
+    assert space.min_params() == min(values)
+
+
+def test_every_benchmark_entry_loads_and_counts_exactly(benchmark_entries):
+    assert len(benchmark_entries) == 500
+    for as_trained in (False, True):
+        space = FlexiBERTSpace(as_trained=as_trained)
+        for entry in benchmark_entries:
+            arch = space.from_benchmark_entry(entry)
+            model = space.build(arch, seed=None)
+            assert space.num_params(arch) == sum(p.numel() for p in model.parameters()), entry["id"]
+
+
+def test_from_params_errors_name_the_problem():
+    space = WPCASpace.tiny()
+    params = space.to_params(space.sample(0))
+    bad = dict(params, layer_02_block="lstm")
+    with pytest.raises(ValueError, match="layer_02_block='lstm' is not one of"):
+        space.from_params(bad)
+    missing = {k: v for k, v in params.items() if k != "layer_05_ffn_mult"}
+    with pytest.raises(ValueError, match="missing parameter.*layer_05_ffn_mult"):
+        space.from_params(missing)
+    with pytest.raises(ValueError, match="must be a mapping"):
+        space.from_params(["bert"])  # type: ignore[arg-type]
+
+
+def test_bad_space_arguments():
+    with pytest.raises(ValueError, match="not divisible by bert_heads"):
+        WPCASpace(hidden_size=100)
+    with pytest.raises(ValueError, match="blocks must be"):
+        WPCASpace(blocks=("lstm",))
+    with pytest.raises(ValueError, match="num_layers"):
+        WPCASpace(num_layers=0)
+    with pytest.raises(ValueError, match="convention"):
+        WPCASpace(count="some")
+
+
+def test_space_files(tmp_path):
+    space = WPCASpace(num_layers=4, hidden_size=256, bert_heads=8, ffn_mults=(1, 2, 3))
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps(space.to_dict()))
+    again = load_space(path)
+    assert again.distributions() == space.distributions()
+    assert isinstance(space_from_dict(FlexiBERTSpace().to_dict()), FlexiBERTSpace)
+    (tmp_path / "empty.json").write_text("")
+    with pytest.raises(ValueError, match="is empty"):
+        load_space(tmp_path / "empty.json")
+    (tmp_path / "broken.json").write_text("{nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_space(tmp_path / "broken.json")
+    with pytest.raises(ValueError, match="'type' must be one of"):
+        space_from_dict({"type": "rnn"})
+    with pytest.raises(ValueError, match="malformed wpca search space"):
+        space_from_dict({"type": "wpca", "depth": 3})
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_space(tmp_path / "nowhere.json")
