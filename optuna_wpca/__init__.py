@@ -10,6 +10,7 @@ Example:
     6
 """
 
+from optuna_wpca._objective import ZeroCostObjective
 from optuna_wpca._ranking import Benchmark, load_benchmark, rank_proxies
 from optuna_wpca._text import TextBatch, bundled_text_path, load_tokenizer, text_batch
 from optuna_wpca.models import (
@@ -28,6 +29,7 @@ from optuna_wpca.proxies import (
     pca_dim,
     register_proxy,
 )
+from optuna_wpca.sampler import WPCASampler
 from optuna_wpca.spaces import Architecture, FlexiBERTSpace, SearchSpace, WPCASpace, load_space, space_from_dict
 
 __version__ = "0.1.0"
@@ -44,7 +46,9 @@ __all__ = [
     "TextBatch",
     "WPCAConfig",
     "WPCAModel",
+    "WPCASampler",
     "WPCASpace",
+    "ZeroCostObjective",
     "bundled_text_path",
     "compute_proxy",
     "get_proxy",

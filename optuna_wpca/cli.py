@@ -76,6 +76,110 @@ def _rank(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Preset name -> default parameter budget (the paper's W-PCA-Small and W-PCA-Tiny budgets).
+PRESETS = {"wpca-small": 15.7e6, "wpca-tiny": 10e6, "flexibert": None}
+
+
+def _space_from_args(args: argparse.Namespace):
+    from optuna_wpca.spaces import FlexiBERTSpace, WPCASpace, load_space
+
+    if args.space:
+        return load_space(args.space), args.max_params
+    if args.preset not in PRESETS:
+        raise CLIError(f"unknown preset {args.preset!r}; choose from {', '.join(PRESETS)}")
+    space = {"wpca-small": WPCASpace.small, "wpca-tiny": WPCASpace.tiny, "flexibert": FlexiBERTSpace}[args.preset]()
+    budget = args.max_params if args.max_params is not None else PRESETS[args.preset]
+    return space, budget
+
+
+def _open_storage(url: str):
+    import optuna
+
+    if "://" not in url:
+        raise CLIError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
+    try:
+        return optuna.storages.RDBStorage(url) if not url.startswith("journal://") else _journal(url)
+    except Exception as err:  # SQLAlchemy raises many types; the user needs one line
+        raise CLIError(f"cannot open storage {url!r}: {str(err).splitlines()[0]}") from None
+
+
+def _journal(url: str):
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(url[len("journal://"):]))
+
+
+def _search(args: argparse.Namespace) -> int:
+    import optuna
+
+    from optuna_wpca._objective import ZeroCostObjective
+    from optuna_wpca._text import text_batch
+    from optuna_wpca.sampler import WPCASampler
+
+    space, budget = _space_from_args(args)
+    sampler = WPCASampler(
+        space, max_params=budget, population_size=args.population_size, n_generations=args.generations,
+        parent_pool=args.parent_pool, mutation_prob=args.mutation_prob, seed=args.seed,
+    )
+    batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
+                       seed=args.batch_seed)
+    objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
+                                  max_params=budget, eta=args.eta)
+    storage = _open_storage(args.storage)
+    study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
+                                direction="minimize" if args.proxy == "latency" else "maximize",
+                                load_if_exists=True)
+    study.set_user_attr("optuna_wpca.space", space.to_dict())
+    study.set_user_attr("optuna_wpca.max_params", budget)
+    study.set_user_attr("optuna_wpca.proxy", args.proxy)
+    study.set_user_attr("optuna_wpca.batch", list(batch.shape))
+    n_trials = args.n_trials if args.n_trials is not None else sampler.n_trials
+    if not args.verbose:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study.optimize(objective, n_trials=n_trials, n_jobs=args.n_jobs, show_progress_bar=not args.quiet)
+    _print_best(study, space, args.top)
+    return 0
+
+
+def _print_best(study, space, top: int) -> None:
+    from optuna.trial import TrialState
+
+    from optuna_wpca.sampler import is_feasible
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
+    if not done:
+        raise CLIError(f"study {study.study_name!r} has no completed feasible trial yet")
+    done.sort(key=lambda t: t.value, reverse=study.direction.name == "MAXIMIZE")
+    print(f"study {study.study_name!r}: {len(done)} completed feasible trials; best {min(top, len(done))}:")
+    for t in done[:top]:
+        dims = t.user_attrs.get("pca_dims")
+        print(f"  trial {t.number:>5}  value {t.value:.6g}  params {t.user_attrs.get('num_params', 0):,}"
+              f"  pca_dims {dims}")
+    best = done[0]
+    print(f"best architecture (trial {best.number}):")
+    arch = space.from_params(best.params)
+    for i, line in enumerate(space.describe(arch)):
+        print(f"  layer {i:>2}: {line}")
+
+
+def _show(args: argparse.Namespace) -> int:
+    import optuna
+
+    from optuna_wpca.spaces import space_from_dict
+
+    storage = _open_storage(args.storage)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    if args.study_name not in names:
+        raise CLIError(f"no study named {args.study_name!r} in {args.storage} (studies: {', '.join(names) or 'none'})")
+    study = optuna.load_study(study_name=args.study_name, storage=storage)
+    raw = study.user_attrs.get("optuna_wpca.space")
+    if raw is None:
+        raise CLIError(f"study {args.study_name!r} was not created by optuna-wpca (no space recorded)")
+    _print_best(study, space_from_dict(raw), args.top)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="optuna-wpca",
@@ -110,6 +214,44 @@ def build_parser() -> argparse.ArgumentParser:
     rank.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_batch_options(rank)
     rank.set_defaults(func=_rank)
+
+    search = sub.add_parser(
+        "search",
+        help="zero-cost architecture search with the paper's GA, stored in an Optuna study",
+        description="Search a space with WPCASampler and a zero-cost proxy; every trial is an Optuna trial in "
+        "--storage, so the search resumes, runs in parallel, and shows in optuna-dashboard.",
+    )
+    where = search.add_mutually_exclusive_group()
+    where.add_argument("--preset", default="wpca-small", help=f"search space preset: {', '.join(PRESETS)} "
+                       "(default wpca-small)")
+    where.add_argument("--space", help="search-space JSON file (SearchSpace.to_dict format)")
+    search.add_argument("--max-params", type=float, default=None,
+                        help="parameter budget (default: the preset's, 15.7e6 small, 10e6 tiny)")
+    search.add_argument("--proxy", default="wpca", help="proxy to maximise (default wpca; latency is minimised)")
+    search.add_argument("--eta", type=float, default=0.99, help="PCA variance threshold (default 0.99)")
+    search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
+                        help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
+    search.add_argument("--study-name", default="optuna-wpca", help="study name (resumed if it exists)")
+    search.add_argument("--n-trials", type=int, default=None,
+                        help="trials to run (default population x generations = 2000)")
+    search.add_argument("--n-jobs", type=int, default=1, help="threads evaluating trials (default 1)")
+    search.add_argument("--population-size", type=int, default=50, help="GA population (default 50)")
+    search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
+    search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
+    search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
+    search.add_argument("--seed", type=int, default=0, help="sampler and initialisation seed (default 0)")
+    search.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    search.add_argument("--top", type=int, default=5, help="best trials to print at the end (default 5)")
+    search.add_argument("--quiet", action="store_true", help="no progress bar")
+    search.add_argument("--verbose", action="store_true", help="Optuna's per-trial log lines")
+    _add_batch_options(search)
+    search.set_defaults(func=_search)
+
+    show = sub.add_parser("show", help="print the best trials of a study with their per-layer choices")
+    show.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    show.add_argument("--study-name", default="optuna-wpca", help="study name")
+    show.add_argument("--top", type=int, default=5, help="trials to print (default 5)")
+    show.set_defaults(func=_show)
     return parser
 
 
@@ -118,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (CLIError, ValueError, FileNotFoundError, RuntimeError) as err:
+    except (CLIError, ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
         print(f"optuna-wpca {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,59 @@
+"""Measured cost proxies: latency and peak memory on the device the user runs on."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from optuna_wpca._text import TextBatch
+from optuna_wpca.models import CandidateModel
+from optuna_wpca.proxies._registry import ProxyResult, register_proxy
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@register_proxy("latency", needs_grad=False, description="median forward time in ms (batch 1, 128 tokens)")
+def latency(
+    model: CandidateModel,
+    batch: TextBatch,
+    *,
+    latency_batch_size: int = 1,
+    latency_seq_len: int = 128,
+    warmup: int = 3,
+    repeats: int = 10,
+) -> ProxyResult:
+    """Median wall time of a forward pass after warm-up, as LiteTransformerSearch measures it.
+
+    The input is the first ``latency_seq_len`` tokens of the first ``latency_batch_size`` rows of
+    ``batch``. On CUDA the peak allocated memory of one pass is recorded too.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    device = next(model.parameters()).device
+    ids = batch.input_ids[:latency_batch_size, :latency_seq_len].to(device)
+    was_training = model.training
+    model.eval()
+    times = []
+    try:
+        with torch.inference_mode():
+            for _ in range(warmup):
+                model(ids)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            for _ in range(repeats):
+                _sync(device)
+                start = time.perf_counter()
+                model(ids)
+                _sync(device)
+                times.append(time.perf_counter() - start)
+    finally:
+        model.train(was_training)
+    parts = {"latency_ms": 1000 * statistics.median(times), "input": list(ids.shape), "repeats": repeats}
+    if device.type == "cuda":
+        parts["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return ProxyResult(parts["latency_ms"], parts)

@@ -1,0 +1,6 @@
+"""The paper's genetic algorithm as an Optuna sampler."""
+
+from optuna_wpca.sampler._operators import mutate, uniform_crossover
+from optuna_wpca.sampler._sampler import WPCASampler, is_feasible
+
+__all__ = ["WPCASampler", "is_feasible", "mutate", "uniform_crossover"]

@@ -1,0 +1,203 @@
+"""The W-PCA paper's genetic algorithm as an Optuna sampler, on Optuna's GA machinery."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseGASampler, RandomSampler
+from optuna.samplers.nsgaii._elite_population_selection_strategy import NSGAIIElitePopulationSelectionStrategy
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from optuna_wpca.sampler._operators import mutate, uniform_crossover
+from optuna_wpca.spaces import SearchSpace
+
+_logger = optuna.logging.get_logger("optuna.optuna_wpca.sampler")
+
+#: Key of the trial user attribute that mirrors the parameter budget (dashboard-visible).
+FEASIBLE_ATTR = "feasible"
+
+
+def is_feasible(trial: FrozenTrial) -> bool:
+    return all(c <= 0 for c in trial.constraints.values())
+
+
+class WPCASampler(BaseGASampler):
+    """The genetic algorithm of the W-PCA paper (Appendix E) over a :class:`SearchSpace`.
+
+    Generation 0 is ``population_size`` random candidates within the budget. Each later child
+    takes two parents drawn uniformly at random from the best ``parent_pool`` feasible trials
+    (the current generation plus the previous parents: elitist), mixes them gene by gene
+    (uniform crossover, applied with ``crossover_prob``), then moves each gene to another of its
+    values with probability ``mutation_prob``. With several objectives, the parent pool is the
+    NSGA-II elite (non-domination rank, then crowding distance) of size ``population_size``.
+
+    The budget is checked analytically before a candidate is proposed (``space.num_params``),
+    so no model is ever built for an infeasible one. Generations live in trial system
+    attributes (Optuna's :class:`~optuna.samplers.BaseGASampler`), so several workers share one
+    search and a stopped study resumes where it was.
+
+    Args:
+        space: the search space (its distributions are the genome).
+        max_params: parameter budget under ``space``'s counting convention; ``None`` for none.
+        population_size: individuals per generation (paper: 50).
+        n_generations: generations of a full run (paper: 40); see :attr:`n_trials`.
+        parent_pool: parents are drawn from this many best trials (paper: 10).
+        crossover_prob: probability of crossover for a child (paper: 1).
+        swapping_prob: per-gene probability of taking the second parent's gene (paper: 0.5).
+        mutation_prob: per-gene probability of mutation (paper: 0.1).
+        seed: random seed.
+
+    Example:
+        >>> import optuna, optuna_wpca
+        >>> space = optuna_wpca.WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+        >>> sampler = optuna_wpca.WPCASampler(space, population_size=4, seed=0)
+        >>> study = optuna.create_study(sampler=sampler)
+        >>> study.optimize(lambda t: space.num_params(space.suggest(t)), n_trials=8)
+        >>> len(study.trials)
+        8
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        max_params: float | None = None,
+        population_size: int = 50,
+        n_generations: int = 40,
+        parent_pool: int = 10,
+        crossover_prob: float = 1.0,
+        swapping_prob: float = 0.5,
+        mutation_prob: float = 0.1,
+        max_tries: int = 1000,
+        seed: int | None = None,
+    ) -> None:
+        if not isinstance(space, SearchSpace):
+            raise TypeError(
+                f"WPCASampler needs an optuna_wpca SearchSpace (WPCASpace, FlexiBERTSpace, ...), "
+                f"got {type(space).__name__}"
+            )
+        if population_size < 2:
+            raise ValueError(f"population_size must be >= 2, got {population_size}")
+        if n_generations < 1:
+            raise ValueError(f"n_generations must be >= 1, got {n_generations}")
+        if not 1 <= parent_pool:
+            raise ValueError(f"parent_pool must be >= 1, got {parent_pool}")
+        for name, p in (("crossover_prob", crossover_prob), ("swapping_prob", swapping_prob),
+                        ("mutation_prob", mutation_prob)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {p}")
+        if max_params is not None:
+            smallest = space.min_params()
+            if max_params < smallest:
+                raise ValueError(
+                    f"parameter budget {max_params:,.0f} is below the smallest candidate of this space "
+                    f"({smallest:,} parameters, counted as {space.count!r})"
+                )
+        super().__init__(population_size=population_size)
+        self.space = space
+        self.max_params = max_params
+        self.n_generations = n_generations
+        self.parent_pool = parent_pool
+        self.crossover_prob = crossover_prob
+        self.swapping_prob = swapping_prob
+        self.mutation_prob = mutation_prob
+        self.max_tries = max_tries
+        self._rng = np.random.RandomState(seed)
+        self._random = RandomSampler(seed=seed)
+        self._distributions = space.distributions()
+
+    @property
+    def n_trials(self) -> int:
+        """Trials of a full run: ``population_size x n_generations`` (paper: 2,000)."""
+        return int(self.population_size or 0) * self.n_generations
+
+    def reseed_rng(self) -> None:
+        self._rng.seed()
+        self._random.reseed_rng()
+
+    def is_feasible_params(self, params: dict[str, Any]) -> bool:
+        if self.max_params is None:
+            return True
+        return self.space.num_params(self.space.from_params(params)) <= self.max_params
+
+    # -- Optuna sampler interface -----------------------------------------------------------------
+
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        generation = self.get_trial_generation(study, trial)
+        parents = self.get_parent_population(study, generation) if generation > 0 else []
+        if not parents:
+            return self._random_feasible()
+        for _ in range(self.max_tries):
+            child = self._child(parents)
+            if self.is_feasible_params(child):
+                return child
+        _logger.warning("no feasible child in %d tries; drawing a random feasible candidate", self.max_tries)
+        return self._random_feasible()
+
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        # Only parameters outside the space reach here (e.g. a user's extra hyperparameter).
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+    def select_parent(self, study: Study, generation: int) -> list[FrozenTrial]:
+        pool = self.get_population(study, generation - 1) + self.get_parent_population(study, generation - 1)
+        unique = {t.number: t for t in pool if t.state == TrialState.COMPLETE and is_feasible(t)}
+        candidates = list(unique.values())
+        if len(study.directions) == 1:
+            reverse = study.direction == StudyDirection.MAXIMIZE
+            candidates.sort(key=lambda t: t.value, reverse=reverse)
+            return candidates[: self.parent_pool]
+        if len(candidates) < 2:
+            return candidates
+        strategy = NSGAIIElitePopulationSelectionStrategy(population_size=int(self.population_size or 2))
+        return strategy(study, candidates)
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._random.before_trial(study, trial)
+
+    def after_trial(
+        self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        self._random.after_trial(study, trial, state, values)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _child(self, parents: list[FrozenTrial]) -> dict[str, Any]:
+        if len(parents) == 1:
+            first = second = parents[0]
+        else:
+            i, j = self._rng.choice(len(parents), size=2, replace=False)
+            first, second = parents[i], parents[j]
+        a = {n: first.params[n] for n in self._distributions}
+        b = {n: second.params[n] for n in self._distributions}
+        child = uniform_crossover(a, b, self._rng, self.swapping_prob) if self._rng.rand() < self.crossover_prob else a
+        return mutate(child, self._distributions, self._rng, self.mutation_prob)
+
+    def _random_params(self) -> dict[str, Any]:
+        return {n: d.choices[self._rng.randint(len(d.choices))] for n, d in self._distributions.items()}
+
+    def _random_feasible(self) -> dict[str, Any]:
+        for _ in range(self.max_tries):
+            params = self._random_params()
+            if self.is_feasible_params(params):
+                return params
+        # Tight budgets: shrink a random candidate gene by gene towards the cheapest choice.
+        params = self._random_params()
+        smallest = self.space.to_params(self.space._smallest_candidates()[0])
+        for name in self._rng.permutation(list(self._distributions)):
+            if self.is_feasible_params(params):
+                break
+            params[name] = smallest[name]
+        if not self.is_feasible_params(params):
+            params = smallest
+        return params

@@ -1,0 +1,73 @@
+import optuna
+import pytest
+
+from optuna_wpca import WPCASpace, ZeroCostObjective, text_batch
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@pytest.fixture(scope="module")
+def space():
+    return WPCASpace(num_layers=3, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return text_batch(batch_size=4, seq_len=16)
+
+
+def test_user_attrs_for_the_dashboard(space, batch):
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(ZeroCostObjective(space, batch=batch), n_trials=3)
+    attrs = study.best_trial.user_attrs
+    assert attrs["num_params"] == space.num_params(space.from_params(study.best_trial.params))
+    assert len(attrs["pca_dims"]) == 3 and len(attrs["architecture"]) == 3
+    assert attrs["wpca.vpca"] == sum(attrs["pca_dims"])
+    assert study.best_value == attrs["num_params"] * attrs["wpca.vpca"]
+    assert attrs["seconds"] > 0
+
+
+def test_same_architecture_is_scored_once(space, batch):
+    objective = ZeroCostObjective(space, batch=batch)
+    study = optuna.create_study(direction="maximize")
+    params = space.to_params(space.sample(1))
+    study.enqueue_trial(params)
+    study.enqueue_trial(params)
+    calls = []
+    original = objective.space.build
+    objective.space = type(space)(**space.config())
+    objective.space.build = lambda *a, **k: calls.append(1) or original(*a, **k)
+    study.optimize(objective, n_trials=2)
+    assert len(calls) == 1
+    assert [t.user_attrs["cached"] for t in study.trials] == [False, True]
+    assert study.trials[0].value == study.trials[1].value
+
+
+def test_multi_objective_with_measured_latency(space, batch):
+    objective = ZeroCostObjective(space, proxies=("wpca", "latency"), batch=batch, repeats=3)
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.optimize(objective, n_trials=3)
+    for t in study.trials:
+        assert t.values[1] > 0 and t.user_attrs["latency.latency_ms"] == t.values[1]
+    assert study.best_trials
+
+
+def test_over_budget_candidate_is_pruned_without_building(space, batch):
+    budget = space.min_params()
+    objective = ZeroCostObjective(space, batch=batch, max_params=budget)
+    objective.space = type(space)(**space.config())
+    objective.space.build = lambda *a, **k: pytest.fail("built an infeasible candidate")
+    study = optuna.create_study(direction="maximize")
+    big = {n: d.choices[-1] for n, d in space.distributions().items()}
+    study.enqueue_trial(dict(big, **{k: "bert" for k in big if k.endswith("block")}))
+    study.optimize(objective, n_trials=1)
+    t = study.trials[0]
+    assert t.state == optuna.trial.TrialState.PRUNED and t.user_attrs["feasible"] is False
+    assert t.constraints["max_params"] > 0
+
+
+def test_bad_objective_arguments(space):
+    with pytest.raises(ValueError, match="unknown proxy 'pca'"):
+        ZeroCostObjective(space, "pca")
+    with pytest.raises(ValueError, match="below the smallest candidate"):
+        ZeroCostObjective(space, max_params=10)

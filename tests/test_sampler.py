@@ -1,0 +1,175 @@
+import collections
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from optuna_wpca import WPCASampler, WPCASpace, ZeroCostObjective, text_batch
+from optuna_wpca.sampler import mutate, uniform_crossover
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+TINY = dict(num_layers=4, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+
+
+def tiny_space():
+    return WPCASpace(**TINY)
+
+
+def size_objective(space):
+    """A cheap deterministic objective: the parameter count (what a budget must cap)."""
+
+    def objective(trial):
+        arch = space.suggest(trial)
+        return float(space.num_params(arch))
+
+    return objective
+
+
+def test_uniform_crossover_takes_every_gene_from_a_parent_half_and_half():
+    rng = np.random.RandomState(0)
+    a = {f"g{i}": 0 for i in range(1000)}
+    b = {f"g{i}": 1 for i in range(1000)}
+    child = uniform_crossover(a, b, rng)
+    assert set(child.values()) <= {0, 1}
+    assert 0.45 < sum(child.values()) / 1000 < 0.55
+
+
+def test_mutation_rate_and_always_to_another_value():
+    space = WPCASpace(num_layers=12)
+    dists = space.distributions()
+    rng = np.random.RandomState(1)
+    base = space.to_params(space.sample(0))
+    changed = total = 0
+    for _ in range(500):
+        child = mutate(base, dists, rng, 0.1)
+        for name in base:
+            total += 1
+            changed += child[name] != base[name]
+            assert child[name] in dists[name].choices
+    assert 0.09 < changed / total < 0.11
+    # never a no-op "mutation": every draw that fires changes the gene
+    rng = np.random.RandomState(2)
+    assert all(mutate(base, dists, rng, 1.0)[n] != base[n] for n in base)
+
+
+def test_parents_are_the_top_ten_and_children_come_from_them():
+    space = tiny_space()
+    sampler = WPCASampler(space, population_size=20, seed=0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(size_objective(space), n_trials=20)
+    parents = sampler.get_parent_population(study, 1)
+    best = sorted(study.trials, key=lambda t: t.value, reverse=True)[:10]
+    assert {t.number for t in parents} == {t.number for t in best}
+    # With mutation off, every gene of every child comes from one of the parents.
+    sampler.mutation_prob = 0.0
+    study.optimize(size_objective(space), n_trials=20)
+    for t in study.trials[20:]:
+        assert t.system_attrs["WPCASampler:generation"] == 1
+        for name, value in t.params.items():
+            assert value in {p.params[name] for p in parents}
+
+
+def test_budget_is_never_exceeded_and_nothing_is_wasted():
+    space = tiny_space()
+    budget = space.min_params() * 2
+    sampler = WPCASampler(space, max_params=budget, population_size=10, seed=3)
+    objective = ZeroCostObjective(space, batch=text_batch(batch_size=4, seq_len=16), max_params=budget)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(objective, n_trials=40)
+    assert all(t.state == TrialState.COMPLETE for t in study.trials)  # no pruned (infeasible) trial
+    assert max(t.user_attrs["num_params"] for t in study.trials) <= budget
+    assert all(t.user_attrs["feasible"] for t in study.trials)
+    assert all(t.constraints["max_params"] <= 0 for t in study.trials)
+
+
+def test_impossible_budget_and_foreign_space_are_rejected():
+    space = tiny_space()
+    with pytest.raises(ValueError, match="below the smallest candidate of this space"):
+        WPCASampler(space, max_params=space.min_params() - 1)
+    with pytest.raises(TypeError, match="needs an optuna_wpca SearchSpace"):
+        WPCASampler({"layer_00_block": ["bert"]})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mutation_prob"):
+        WPCASampler(space, mutation_prob=2.0)
+
+
+def test_seed_makes_the_search_deterministic():
+    space = tiny_space()
+
+    def run(seed):
+        study = optuna.create_study(direction="maximize", sampler=WPCASampler(space, population_size=5, seed=seed))
+        study.optimize(size_objective(space), n_trials=15)
+        return [t.params for t in study.trials]
+
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_multi_objective_uses_nsga2_elites():
+    space = tiny_space()
+    sampler = WPCASampler(space, population_size=8, seed=0)
+    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
+
+    def objective(trial):
+        arch = space.suggest(trial)
+        n = space.num_params(arch)
+        return float(n), float(sum(layer.block == "bert" for layer in arch.layers))
+
+    study.optimize(objective, n_trials=24)
+    assert len(sampler.get_parent_population(study, 1)) == 8
+    assert len(study.best_trials) >= 1
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys, optuna
+    from optuna.storages.journal import JournalFileBackend
+    from optuna_wpca import WPCASampler, WPCASpace
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage_arg, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    storage = (optuna.storages.JournalStorage(JournalFileBackend(storage_arg[len("journal:"):]))
+               if storage_arg.startswith("journal:") else storage_arg)
+    space = WPCASpace(**%s)
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize",
+                                sampler=WPCASampler(space, population_size=10, seed=seed), load_if_exists=True)
+    study.optimize(lambda t: float(space.num_params(space.suggest(t))), n_trials=n)
+    """
+    % (TINY,)
+)
+
+
+def run_worker(tmp_path, storage, n, seed):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    return subprocess.Popen([sys.executable, str(script), storage, str(n), str(seed)])
+
+
+def test_resume_in_a_new_process_keeps_generations(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert run_worker(tmp_path, url, 25, 0).wait() == 0
+    assert run_worker(tmp_path, url, 25, 1).wait() == 0
+    study = optuna.load_study(study_name="s", storage=url)
+    trials = study.trials
+    assert len(trials) == 50 and all(t.state == TrialState.COMPLETE for t in trials)
+    generations = collections.Counter(t.system_attrs["WPCASampler:generation"] for t in trials)
+    assert generations == {g: 10 for g in range(5)}
+
+
+def test_two_processes_share_one_journal_study(tmp_path):
+    storage = f"journal:{tmp_path / 'journal.log'}"
+    workers = [run_worker(tmp_path, storage, 20, seed) for seed in (0, 1)]
+    assert [w.wait() for w in workers] == [0, 0]
+    from optuna.storages.journal import JournalFileBackend
+
+    study = optuna.load_study(
+        study_name="s", storage=optuna.storages.JournalStorage(JournalFileBackend(str(tmp_path / "journal.log")))
+    )
+    numbers = [t.number for t in study.trials]
+    assert sorted(numbers) == list(range(40))
+    assert all(t.state == TrialState.COMPLETE for t in study.trials)
+    assert max(t.system_attrs["WPCASampler:generation"] for t in study.trials) >= 2
