@@ -10,7 +10,7 @@ import optuna
 import torch
 
 from optuna_wpca._text import TextBatch, text_batch
-from optuna_wpca.proxies import compute_proxy, get_proxy
+from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
 from optuna_wpca.sampler._sampler import FEASIBLE_ATTR
 from optuna_wpca.spaces import SearchSpace
 
@@ -62,6 +62,7 @@ class ZeroCostObjective:
                 f"parameter budget {max_params:,.0f} is below the smallest candidate of this space "
                 f"({space.min_params():,} parameters)"
             )
+        check_proxy_options(proxy_options)
         self.device = torch.device(device)
         self.seed = seed
         self.max_params = max_params

@@ -12,7 +12,7 @@ import torch
 from scipy.stats import kendalltau, spearmanr
 
 from optuna_wpca._text import TextBatch, text_batch
-from optuna_wpca.proxies import compute_proxy, get_proxy
+from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
 from optuna_wpca.spaces import Architecture, FlexiBERTSpace
 
 #: Table 1 of the W-PCA paper (Kendall tau, Spearman rho on NAS-Bench-BERT), printed beside ours.
@@ -111,6 +111,7 @@ def rank_proxies(
     is not charged to any proxy. The same batch and seed serve all proxies.
     """
     names = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
+    check_proxy_options(options or {})
     results = {name: ProxyRanking(name, get_proxy(name).needs_grad) for name in names}
     batch = (batch or text_batch()).to(device)
     n = len(benchmark.archs) if limit is None else min(limit, len(benchmark.archs))

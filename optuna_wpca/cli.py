@@ -34,7 +34,7 @@ def _rank(args: argparse.Namespace) -> int:
 
     from optuna_wpca._ranking import format_table, load_benchmark, rank_proxies
     from optuna_wpca._text import text_batch
-    from optuna_wpca.proxies import list_proxies
+    from optuna_wpca.proxies import check_proxy_options, list_proxies
     from optuna_wpca.spaces import FlexiBERTSpace
 
     proxies: list[str] = []
@@ -44,13 +44,14 @@ def _rank(args: argparse.Namespace) -> int:
     unknown = [p for p in proxies if p not in known]
     if unknown:
         raise CLIError(f"unknown proxy {unknown[0]!r}; choose from: all, {', '.join(sorted(known))}")
+    options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
+    check_proxy_options(options)
     space = FlexiBERTSpace(as_trained=args.as_trained, count=args.count)
     bench = load_benchmark(args.benchmark, metric=args.metric, space=space)
     batch = text_batch(
         args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.batch_seed
     )
     n = len(bench.archs) if args.limit is None else min(args.limit, len(bench.archs))
-    options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
     with tqdm(total=n, desc="ranking", unit="arch", disable=args.quiet) as bar:
         results = rank_proxies(
             bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,

@@ -1,7 +1,7 @@
 """Zero-cost proxies behind one registry."""
 
 from optuna_wpca.proxies import _counts, _hardware, _pca  # noqa: F401  (registration)
-from optuna_wpca.proxies._pca import layer_pca_dims, pca_dim
+from optuna_wpca.proxies._pca import check_proxy_options, layer_pca_dims, pca_dim
 from optuna_wpca.proxies._registry import (
     ProxyResult,
     ProxySpec,
@@ -14,6 +14,7 @@ from optuna_wpca.proxies._registry import (
 __all__ = [
     "ProxyResult",
     "ProxySpec",
+    "check_proxy_options",
     "compute_proxy",
     "get_proxy",
     "layer_pca_dims",

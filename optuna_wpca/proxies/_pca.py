@@ -19,6 +19,15 @@ def check_eta(eta: float, name: str = "eta") -> float:
     return float(eta)
 
 
+def check_proxy_options(options: dict) -> None:
+    """Fail before any model is built when a shared proxy option is out of range."""
+    for name in ("eta", "eta_mobilebert"):
+        if options.get(name) is not None:
+            check_eta(options[name], name)
+    if options.get("reduce", "sum") not in REDUCTIONS:
+        raise ValueError(f"reduce must be one of {REDUCTIONS}, got {options['reduce']!r}")
+
+
 def pca_dim(h: torch.Tensor, eta: float = 0.99) -> int:
     """Smallest k whose top-k eigenvalues of the column covariance of ``h`` hold >= eta of the variance.
 

@@ -1,0 +1,31 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   - a zero-cost W-PCA search on the embedded defaults (SQLite, bundled WikiText-2)
+#   make test   - the test suite
+# Both create .venv when missing and install torch==2.13.0 (CPU) first, so no CUDA build is pulled.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/optuna-wpca search --preset wpca-tiny \
+		--storage sqlite:///optuna_wpca.db --study-name demo-wpca-tiny \
+		--n-trials 100 --population-size 20 --batch-size 32 --seq-len 64
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) *.egg-info optuna_wpca.db

@@ -1,0 +1,83 @@
+import json
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from optuna_wpca.cli import main
+
+TINY_SPACE = {"type": "wpca", "num_layers": 3, "hidden_size": 64, "bert_heads": 4, "mobilebert_heads": 2}
+FAST = ["--batch-size", "4", "--seq-len", "16", "--quiet"]
+
+
+def run_cli(*args):
+    """The installed entry point in a subprocess: what a user sees."""
+    return subprocess.run([sys.executable, "-m", "optuna_wpca.cli", *args], capture_output=True, text=True)
+
+
+@pytest.fixture()
+def space_file(tmp_path):
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps(TINY_SPACE))
+    return path
+
+
+def test_rank_writes_the_documented_json(tmp_path, capsys):
+    out = tmp_path / "rank.json"
+    assert main(["rank", "--limit", "6", "--proxy", "wpca", "--json", str(out), *FAST]) == 0
+    printed = capsys.readouterr().out
+    assert "wpca" in printed and "num_layers" in printed and "params" in printed and "0.526" in printed
+    data = json.loads(out.read_text())
+    for name in ("wpca", "params", "num_layers"):
+        entry = data["proxies"][name]
+        assert entry["n"] == 6 and -1 <= entry["kendall_tau"] <= 1 and -1 <= entry["spearman_rho"] <= 1
+        assert entry["seconds_per_1000"] >= 0
+    assert data["batch"] == [4, 16]
+
+
+def test_search_then_show(tmp_path, space_file, capsys):
+    url = f"sqlite:///{tmp_path / 'nas.db'}"
+    args = ["search", "--space", str(space_file), "--storage", url, "--study-name", "t", "--n-trials", "12",
+            "--population-size", "4", *FAST]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "best architecture" in out and "layer  2:" in out
+    study = optuna.load_study(study_name="t", storage=url)
+    assert len(study.trials) == 12
+    assert study.user_attrs["optuna_wpca.space"]["num_layers"] == 3
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "t", "--n-trials", "4",
+                 "--population-size", "4", *FAST]) == 0
+    assert len(optuna.load_study(study_name="t", storage=url).trials) == 16  # resumed
+    assert main(["show", "--storage", url, "--study-name", "t", "--top", "2"]) == 0
+    assert "trial" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["search", "--preset", "bert-huge"], "unknown preset 'bert-huge'"),
+        (["search", "--preset", "wpca-tiny", "--max-params", "1000"], "below the smallest candidate"),
+        (["search", "--preset", "wpca-tiny", "--storage", "not-a-url"], "storage URL 'not-a-url' is malformed"),
+        (["search", "--preset", "wpca-tiny", "--storage", "postgresql://u:p@127.0.0.1:1/db"], "cannot open storage"),
+        (["show", "--storage", "sqlite:///:memory:", "--study-name", "nope"], "no study named 'nope'"),
+        (["rank", "--proxy", "magic"], "unknown proxy 'magic'"),
+        (["rank", "--benchmark", "/nonexistent.json"], "does not exist"),
+        (["rank", "--eta", "1.5", "--limit", "2", "--batch-size", "2", "--seq-len", "8"], "eta must lie in (0, 1]"),
+        (["search", "--space", "/nonexistent-space.json"], "does not exist"),
+    ],
+)
+def test_cli_errors_are_one_line(args, message):
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_help_explains_every_option():
+    result = run_cli("search", "--help")
+    assert result.returncode == 0
+    for option in ("--preset", "--max-params", "--storage", "--n-jobs", "--device", "--population-size"):
+        assert option in result.stdout
