@@ -173,3 +173,14 @@ def test_two_processes_share_one_journal_study(tmp_path):
     assert sorted(numbers) == list(range(40))
     assert all(t.state == TrialState.COMPLETE for t in study.trials)
     assert max(t.system_attrs["WPCASampler:generation"] for t in study.trials) >= 2
+
+
+from optuna.testing.pytest_samplers import BasicSamplerTestCase  # noqa: E402
+
+
+class TestOptunaConformance(BasicSamplerTestCase):
+    """Optuna's ready-made sampler checks (parameters outside the space go to random sampling)."""
+
+    @pytest.fixture
+    def sampler(self):
+        return lambda: WPCASampler(tiny_space(), population_size=4, seed=0)

@@ -151,7 +151,11 @@ class WPCASampler(BaseGASampler):
 
     def select_parent(self, study: Study, generation: int) -> list[FrozenTrial]:
         pool = self.get_population(study, generation - 1) + self.get_parent_population(study, generation - 1)
-        unique = {t.number: t for t in pool if t.state == TrialState.COMPLETE and is_feasible(t)}
+        unique = {
+            t.number: t
+            for t in pool
+            if t.state == TrialState.COMPLETE and is_feasible(t) and self._in_space(t)
+        }
         candidates = list(unique.values())
         if len(study.directions) == 1:
             reverse = study.direction == StudyDirection.MAXIMIZE
@@ -171,6 +175,12 @@ class WPCASampler(BaseGASampler):
         self._random.after_trial(study, trial, state, values)
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _in_space(self, trial: FrozenTrial) -> bool:
+        """Whether ``trial`` carries a genome of this space (a study may hold other trials too)."""
+        return all(
+            name in trial.params and trial.params[name] in dist.choices for name, dist in self._distributions.items()
+        )
 
     def _child(self, parents: list[FrozenTrial]) -> dict[str, Any]:
         if len(parents) == 1:
