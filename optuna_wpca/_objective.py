@@ -116,5 +116,7 @@ class ZeroCostObjective:
         trial.set_user_attr("seconds", 0.0 if cached else parts["seconds"])
         for name in self.proxies:
             for key, value in parts[name].items():
+                if key == "byproducts":
+                    continue
                 trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", value)
         return values[0] if len(values) == 1 else values

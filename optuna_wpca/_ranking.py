@@ -75,6 +75,8 @@ class ProxyRanking:
     seconds: float = 0.0
     kendall_tau: float = float("nan")
     spearman_rho: float = float("nan")
+    #: Name of the proxy whose computation also produced this one's values (see ``rank_proxies``).
+    shared_with: str | None = None
 
     @property
     def seconds_per_1000(self) -> float:
@@ -88,6 +90,8 @@ class ProxyRanking:
             "n": len(self.values),
             "needs_grad": self.needs_grad,
         }
+        if self.shared_with:
+            out["shared_with"] = self.shared_with
         if self.name in PAPER_TABLE1:
             tau, rho = PAPER_TABLE1[self.name]
             out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": PAPER_SOURCE}
@@ -104,11 +108,17 @@ def rank_proxies(
     device: str | torch.device = "cpu",
     options: dict[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
+    share: bool = True,
 ) -> dict[str, ProxyRanking]:
     """Score every architecture with every proxy and correlate with the benchmark's scores.
 
     Each candidate is built once (seeded), then each proxy is timed on its own; the building time
     is not charged to any proxy. The same batch and seed serve all proxies.
+
+    With ``share=True``, a proxy whose value another one already produced as a by-product on the
+    same candidate with the same options (``ProxyResult.parts["byproducts"]``: W-PCA yields V-PCA)
+    is taken from it instead of recomputed; its ``shared_with`` names the
+    source and its time is the source's, since that is what computing it costs.
     """
     names = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
     check_proxy_options(options or {})
@@ -125,12 +135,20 @@ def rank_proxies(
     del warm
     for i in range(n):
         model = benchmark.space.build(benchmark.archs[i], seed=seed, device=device)
+        byproducts: dict[str, tuple[float, str, float]] = {}
         for name in names:
-            sync()
-            start = time.perf_counter()
-            value = compute_proxy(name, model, batch, **(options or {})).value
-            sync()
-            results[name].seconds += time.perf_counter() - start
+            if share and name in byproducts:
+                value, source, seconds = byproducts[name]
+                results[name].shared_with = source
+            else:
+                sync()
+                start = time.perf_counter()
+                result = compute_proxy(name, model, batch, **(options or {}))
+                sync()
+                seconds, value, source = time.perf_counter() - start, result.value, name
+                for other, v in result.parts.get("byproducts", {}).items():
+                    byproducts.setdefault(other, (float(v), name, seconds))
+            results[name].seconds += seconds
             results[name].values.append(value)
         del model
         if progress:
@@ -151,6 +169,7 @@ def format_table(results: dict[str, ProxyRanking]) -> str:
         lines.append(
             f"{r.name:<22}{'yes' if r.needs_grad else 'no':>5}{r.seconds_per_1000:>10.1f}"
             f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{paper}"
+            + (f"  (computed with {r.shared_with})" if r.shared_with else "")
         )
     lines.append(f"paper columns: {PAPER_SOURCE}")
     return "\n".join(lines)

@@ -55,7 +55,7 @@ def _rank(args: argparse.Namespace) -> int:
     with tqdm(total=n, desc="ranking", unit="arch", disable=args.quiet) as bar:
         results = rank_proxies(
             bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,
-            options=options, progress=bar.update,
+            options=options, progress=bar.update, share=not args.no_share,
         )
     print(format_table(results))
     if args.json:
@@ -212,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     rank.add_argument("--as-trained", action="store_true",
                       help="build what the benchmark's code trained (all SDP attention, first FFN 4 x hidden)")
     rank.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
+    rank.add_argument("--no-share", action="store_true",
+                      help="compute every proxy separately, even one another proxy yields as a by-product "
+                      "(V-PCA comes with W-PCA)")
     rank.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_batch_options(rank)
     rank.set_defaults(func=_rank)

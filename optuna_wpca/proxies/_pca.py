@@ -144,4 +144,5 @@ def wpca(
     dims = layer_pca_dims(model, batch, eta=eta, eta_mobilebert=eta_mobilebert)
     v = _reduce(dims, reduce)
     n = model.num_parameters(count)
-    return ProxyResult(float(n) * v, {"pca_dims": dims, "vpca": v, "num_params": n, "eta": eta})
+    parts = {"pca_dims": dims, "vpca": v, "num_params": n, "eta": eta, "byproducts": {"vpca": v}}
+    return ProxyResult(float(n) * v, parts)
