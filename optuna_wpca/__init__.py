@@ -30,7 +30,7 @@ from optuna_wpca.proxies import (
     register_proxy,
 )
 from optuna_wpca.sampler import WPCASampler
-from optuna_wpca.spaces import Architecture, FlexiBERTSpace, SearchSpace, WPCASpace, load_space, space_from_dict
+from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, SearchSpace, WPCASpace, load_space, space_from_dict
 
 __version__ = "0.1.0"
 
@@ -38,6 +38,7 @@ __all__ = [
     "Architecture",
     "Benchmark",
     "CandidateModel",
+    "DecoderSpace",
     "FlexiBERTConfig",
     "FlexiBERTModel",
     "FlexiBERTSpace",

@@ -78,17 +78,18 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 #: Preset name -> default parameter budget (the paper's W-PCA-Small and W-PCA-Tiny budgets).
-PRESETS = {"wpca-small": 15.7e6, "wpca-tiny": 10e6, "flexibert": None}
+PRESETS = {"wpca-small": 15.7e6, "wpca-tiny": 10e6, "flexibert": None, "decoder-small": None}
 
 
 def _space_from_args(args: argparse.Namespace):
-    from optuna_wpca.spaces import FlexiBERTSpace, WPCASpace, load_space
+    from optuna_wpca.spaces import DecoderSpace, FlexiBERTSpace, WPCASpace, load_space
 
     if args.space:
         return load_space(args.space), args.max_params
     if args.preset not in PRESETS:
         raise CLIError(f"unknown preset {args.preset!r}; choose from {', '.join(PRESETS)}")
-    space = {"wpca-small": WPCASpace.small, "wpca-tiny": WPCASpace.tiny, "flexibert": FlexiBERTSpace}[args.preset]()
+    space = {"wpca-small": WPCASpace.small, "wpca-tiny": WPCASpace.tiny, "flexibert": FlexiBERTSpace,
+             "decoder-small": DecoderSpace.small}[args.preset]()
     budget = args.max_params if args.max_params is not None else PRESETS[args.preset]
     return space, budget
 

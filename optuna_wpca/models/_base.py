@@ -121,7 +121,10 @@ class CandidateModel(nn.Module):
             )
         if input_ids.numel() == 0:
             raise ValueError("empty batch: input_ids has no tokens")
-        x = self.embeddings(input_ids, token_type_ids)
+        return self.encode(self.embeddings(input_ids, token_type_ids), attention_mask)
+
+    def encode(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """The layer stack over embedded tokens (bidirectional; decoders override it)."""
         mask = additive_mask(attention_mask, x.dtype)
         for layer in self.layers:
             x = layer(x, mask)

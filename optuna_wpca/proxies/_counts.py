@@ -16,3 +16,13 @@ def params(model: CandidateModel, batch: TextBatch, *, count: str | None = None)
 @register_proxy("num_layers", needs_grad=False, description="number of encoder layers")
 def num_layers(model: CandidateModel, batch: TextBatch) -> ProxyResult:
     return ProxyResult(float(len(model.layers)), {"num_layers": len(model.layers)})
+
+
+@register_proxy(
+    "lts_decoder_params",
+    needs_grad=False,
+    description="LiteTransformerSearch: non-embedding parameter count",
+)
+def lts_decoder_params(model: CandidateModel, batch: TextBatch) -> ProxyResult:
+    n = model.num_parameters("non_embedding")
+    return ProxyResult(float(n), {"num_params": n})

@@ -1,0 +1,147 @@
+"""A GPT-2-style decoder space (LiteTransformerSearch; the W-PCA paper's Appendix I)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from optuna.distributions import CategoricalDistribution
+
+from optuna_wpca.models import DecoderConfig, DecoderLayerConfig, DecoderModel
+from optuna_wpca.spaces._base import Architecture, SearchSpace, layer_name
+
+
+class DecoderSpace(SearchSpace):
+    """Depth, a shared model width, and per layer a head count and an FFN width.
+
+    Defaults follow LiteTransformerSearch's GPT-2 space: 3-10 layers, width 128-960 in steps of
+    64, 2/4/8 heads and FFN 128-4032 in steps of 64 per layer. Layers beyond ``num_layers`` are
+    inactive genes (a fixed-length genome). Parameters count ``"non_embedding"`` by default:
+    LiteTransformerSearch's proxy is exactly that number.
+
+    Example:
+        >>> space = DecoderSpace(num_layers_choices=(2, 3), hidden_sizes=(128, 256), ffn_sizes=(256, 512))
+        >>> arch = space.sample(0)
+        >>> space.num_params(arch) == space.build(arch).num_parameters()
+        True
+    """
+
+    kind = "decoder"
+
+    def __init__(
+        self,
+        *,
+        num_layers_choices: Sequence[int] = tuple(range(3, 11)),
+        hidden_sizes: Sequence[int] = tuple(range(128, 961, 64)),
+        heads: Sequence[int] = (2, 4, 8),
+        ffn_sizes: Sequence[int] = tuple(range(128, 4033, 64)),
+        vocab_size: int = 30522,
+        max_position_embeddings: int = 512,
+        count: str = "non_embedding",
+    ) -> None:
+        super().__init__(count=count)
+        self.num_layers_choices = tuple(int(n) for n in num_layers_choices)
+        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.heads = tuple(int(n) for n in heads)
+        self.ffn_sizes = tuple(int(f) for f in ffn_sizes)
+        for name in ("num_layers_choices", "hidden_sizes", "heads", "ffn_sizes"):
+            values = getattr(self, name)
+            if not values or min(values) < 1:
+                raise ValueError(f"{name} must be a non-empty list of positive integers")
+        for h in self.hidden_sizes:
+            for n in self.heads:
+                if h % n:
+                    raise ValueError(f"hidden size {h} is not divisible by {n} heads")
+        self.vocab_size = int(vocab_size)
+        self.max_position_embeddings = int(max_position_embeddings)
+
+    @classmethod
+    def small(cls, **kwargs: Any) -> "DecoderSpace":
+        """A CPU-sized preset: 2-6 layers, width 128-512, FFN 256-2048."""
+        defaults = dict(num_layers_choices=range(2, 7), hidden_sizes=range(128, 513, 64),
+                        ffn_sizes=range(256, 2049, 128))
+        return cls(**{**defaults, **kwargs})
+
+    @property
+    def max_layers(self) -> int:
+        return max(self.num_layers_choices)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "num_layers_choices": list(self.num_layers_choices),
+            "hidden_sizes": list(self.hidden_sizes),
+            "heads": list(self.heads),
+            "ffn_sizes": list(self.ffn_sizes),
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "count": self.count,
+        }
+
+    def distributions(self) -> dict[str, CategoricalDistribution]:
+        out = {
+            "num_layers": CategoricalDistribution(self.num_layers_choices),
+            "hidden_size": CategoricalDistribution(self.hidden_sizes),
+        }
+        for i in range(self.max_layers):
+            out[layer_name(i, "heads")] = CategoricalDistribution(self.heads)
+            out[layer_name(i, "ffn_size")] = CategoricalDistribution(self.ffn_sizes)
+        return out
+
+    def from_params(self, params: Mapping[str, Any]) -> Architecture:
+        self._check_params(params, ["num_layers", "hidden_size"])
+        n = int(params["num_layers"])
+        genes = [layer_name(i, g) for i in range(n) for g in ("heads", "ffn_size")]
+        self._check_params(params, genes)
+        layers = tuple(
+            DecoderLayerConfig(int(params[layer_name(i, "heads")]), int(params[layer_name(i, "ffn_size")]))
+            for i in range(n)
+        )
+        return Architecture(int(params["hidden_size"]), layers)
+
+    def to_params(self, arch: Architecture) -> dict[str, Any]:
+        self._check_arch(arch)
+        params: dict[str, Any] = {"num_layers": arch.num_layers, "hidden_size": arch.hidden_size}
+        for i in range(self.max_layers):
+            layer = arch.layers[i] if i < arch.num_layers else None
+            params[layer_name(i, "heads")] = layer.heads if layer else self.heads[0]
+            params[layer_name(i, "ffn_size")] = layer.ffn_size if layer else self.ffn_sizes[0]
+        return params
+
+    def _check_arch(self, arch: Architecture) -> None:
+        if arch.num_layers not in self.num_layers_choices or arch.hidden_size not in self.hidden_sizes:
+            raise ValueError(f"decoder with {arch.num_layers} layers at width {arch.hidden_size} is outside this space")
+        for i, layer in enumerate(arch.layers):
+            if not isinstance(layer, DecoderLayerConfig) or layer.heads not in self.heads or (
+                layer.ffn_size not in self.ffn_sizes
+            ):
+                raise ValueError(f"layer {i} ({layer}) is outside this space")
+
+    def model_config(self, arch: Architecture, seed: int | None = 0) -> DecoderConfig:
+        self._check_arch(arch)
+        return DecoderConfig(
+            layers=list(arch.layers),
+            hidden_size=arch.hidden_size,
+            vocab_size=self.vocab_size,
+            max_position_embeddings=self.max_position_embeddings,
+            count=self.count,
+            seed=seed,
+        )
+
+    def build(self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu") -> DecoderModel:
+        return DecoderModel(self.model_config(arch, seed)).to(device).eval()
+
+    def num_params(self, arch: Architecture, count: str | None = None) -> int:
+        count = count or self.count
+        self._check_arch(arch)
+        h = arch.hidden_size
+        total = sum(4 * h + 4 * (h * h + h) + (h * f.ffn_size + f.ffn_size) + (f.ffn_size * h + h) for f in arch.layers)
+        total += 2 * h  # final LayerNorm
+        if count == "all":
+            total += (self.vocab_size + self.max_position_embeddings) * h
+        return total
+
+    def _smallest_candidates(self) -> list[Architecture]:
+        n, h = min(self.num_layers_choices), min(self.hidden_sizes)
+        return [Architecture(h, (DecoderLayerConfig(self.heads[0], min(self.ffn_sizes)),) * n)]
+
+    def describe(self, arch: Architecture) -> list[str]:
+        return [f"width {arch.hidden_size} heads {layer.heads} ffn {layer.ffn_size}" for layer in arch.layers]
