@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import optuna
 import torch
 
+from optuna_wpca._dashboard import upload_architecture
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
 from optuna_wpca.sampler._sampler import FEASIBLE_ATTR
@@ -28,6 +29,9 @@ class ZeroCostObjective:
     With ``max_params``, the budget is set as an Optuna constraint (``trial.set_constraint``)
     and mirrored in the ``feasible`` user attribute; an over-budget candidate (possible only with
     a sampler that ignores the budget) is pruned before any model is built.
+
+    With an ``artifact_store`` (``optuna.artifacts.FileSystemArtifactStore(dir)``), each trial
+    gets its architecture picture as an SVG artifact and its layer table as a dashboard note.
 
     Example:
         >>> import optuna, optuna_wpca
@@ -49,6 +53,7 @@ class ZeroCostObjective:
         device: str | torch.device = "cpu",
         seed: int = 0,
         max_params: float | None = None,
+        artifact_store: Any = None,
         **proxy_options: Any,
     ) -> None:
         if not isinstance(space, SearchSpace):
@@ -67,6 +72,7 @@ class ZeroCostObjective:
         self.seed = seed
         self.max_params = max_params
         self.proxy_options = proxy_options
+        self.artifact_store = artifact_store
         self._batch = batch
         self._cache: dict[Any, tuple[list[float], dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -119,4 +125,6 @@ class ZeroCostObjective:
                 if key == "byproducts":
                     continue
                 trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", value)
+        if self.artifact_store is not None:
+            upload_architecture(trial, self.space, arch, self.artifact_store)
         return values[0] if len(values) == 1 else values

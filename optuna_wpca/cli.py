@@ -115,6 +115,7 @@ def _journal(url: str):
 def _search(args: argparse.Namespace) -> int:
     import optuna
 
+    from optuna_wpca._dashboard import annotate_study
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._text import text_batch
     from optuna_wpca.sampler import WPCASampler
@@ -126,15 +127,18 @@ def _search(args: argparse.Namespace) -> int:
     )
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
                        seed=args.batch_seed)
+    store = None
+    if args.artifact_dir:
+        Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
+        store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
     objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
-                                  max_params=budget, eta=args.eta)
+                                  max_params=budget, artifact_store=store, eta=args.eta)
     storage = _open_storage(args.storage)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 direction="minimize" if args.proxy == "latency" else "maximize",
                                 load_if_exists=True)
-    study.set_user_attr("optuna_wpca.space", space.to_dict())
-    study.set_user_attr("optuna_wpca.max_params", budget)
-    study.set_user_attr("optuna_wpca.proxy", args.proxy)
+    _check_study_is_ours(study, space)
+    annotate_study(study, space, max_params=budget, proxy=args.proxy)
     study.set_user_attr("optuna_wpca.batch", list(batch.shape))
     n_trials = args.n_trials if args.n_trials is not None else sampler.n_trials
     if not args.verbose:
@@ -142,6 +146,17 @@ def _search(args: argparse.Namespace) -> int:
     study.optimize(objective, n_trials=n_trials, n_jobs=args.n_jobs, show_progress_bar=not args.quiet)
     _print_best(study, space, args.top)
     return 0
+
+
+def _check_study_is_ours(study, space) -> None:
+    """A resumed study must hold this space's search, not another sampler's or another space's."""
+    recorded = study.user_attrs.get("optuna_wpca.space")
+    if recorded is not None and recorded != space.to_dict():
+        raise CLIError(f"study {study.study_name!r} was searched over a different space ({recorded.get('type')}); "
+                       "use another --study-name")
+    if recorded is None and study.trials:
+        raise CLIError(f"study {study.study_name!r} already holds {len(study.trials)} trials not made by "
+                       "optuna-wpca; use another --study-name")
 
 
 def _print_best(study, space, top: int) -> None:
@@ -165,7 +180,7 @@ def _print_best(study, space, top: int) -> None:
         print(f"  layer {i:>2}: {line}")
 
 
-def _show(args: argparse.Namespace) -> int:
+def _load_our_study(args: argparse.Namespace):
     import optuna
 
     from optuna_wpca.spaces import space_from_dict
@@ -178,7 +193,41 @@ def _show(args: argparse.Namespace) -> int:
     raw = study.user_attrs.get("optuna_wpca.space")
     if raw is None:
         raise CLIError(f"study {args.study_name!r} was not created by optuna-wpca (no space recorded)")
-    _print_best(study, space_from_dict(raw), args.top)
+    return study, space_from_dict(raw)
+
+
+def _show(args: argparse.Namespace) -> int:
+    study, space = _load_our_study(args)
+    _print_best(study, space, args.top)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from optuna.trial import TrialState
+
+    from optuna_wpca.sampler import is_feasible
+
+    study, space = _load_our_study(args)
+    if args.trial is None:
+        done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
+        if not done:
+            raise CLIError(f"study {args.study_name!r} has no completed feasible trial to export")
+        trial = max(done, key=lambda t: t.value) if study.direction.name == "MAXIMIZE" else min(done, key=lambda t: t.value)
+    else:
+        matches = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
+        if not matches:
+            raise CLIError(f"study {args.study_name!r} has no trial {args.trial}")
+        trial = matches[0]
+    arch = space.from_params(trial.params)
+    model = space.build(arch, seed=args.seed)
+    out = Path(args.out)
+    model.save_pretrained(out)
+    (out / "architecture.json").write_text(json.dumps({
+        "study": study.study_name, "trial": trial.number, "space": space.to_dict(), "params": trial.params,
+        "architecture": arch.to_dict(), "num_params": space.num_params(arch), "seed": args.seed,
+    }, indent=2) + "\n")
+    print(f"exported trial {trial.number} ({space.num_params(arch):,} parameters, untrained, seed {args.seed}) "
+          f"to {out}; load it with optuna_wpca.CandidateModel.from_pretrained({str(out)!r})")
     return 0
 
 
@@ -246,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
     search.add_argument("--seed", type=int, default=0, help="sampler and initialisation seed (default 0)")
     search.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    search.add_argument("--artifact-dir", default=None,
+                        help="folder for per-trial architecture pictures (optuna-dashboard --artifact-dir)")
     search.add_argument("--top", type=int, default=5, help="best trials to print at the end (default 5)")
     search.add_argument("--quiet", action="store_true", help="no progress bar")
     search.add_argument("--verbose", action="store_true", help="Optuna's per-trial log lines")
@@ -257,6 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--study-name", default="optuna-wpca", help="study name")
     show.add_argument("--top", type=int, default=5, help="trials to print (default 5)")
     show.set_defaults(func=_show)
+
+    export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")
+    export.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    export.add_argument("--study-name", default="optuna-wpca", help="study name")
+    export.add_argument("--trial", type=int, default=None, help="trial number (default: the best feasible trial)")
+    export.add_argument("--seed", type=int, default=0, help="initialisation seed of the exported model (default 0)")
+    export.add_argument("--out", required=True, help="output directory (config.json, model.safetensors, "
+                        "architecture.json)")
+    export.set_defaults(func=_export)
     return parser
 
 

@@ -81,3 +81,35 @@ def test_help_explains_every_option():
     assert result.returncode == 0
     for option in ("--preset", "--max-params", "--storage", "--n-jobs", "--device", "--population-size"):
         assert option in result.stdout
+
+
+def test_export_then_from_pretrained_in_a_fresh_process(tmp_path, space_file):
+    url = f"sqlite:///{tmp_path / 'nas.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "e", "--n-trials", "5",
+                 "--population-size", "4", *FAST]) == 0
+    out = tmp_path / "exported"
+    assert main(["export", "--storage", url, "--study-name", "e", "--out", str(out)]) == 0
+    script = (
+        "import sys, torch, optuna_wpca\n"
+        "m = optuna_wpca.CandidateModel.from_pretrained(sys.argv[1])\n"
+        "ids = torch.arange(1000, 1032).reshape(2, 16)\n"
+        "torch.save(m(ids), sys.argv[2])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "a.pt")], check=True)
+    from optuna_wpca import CandidateModel, space_from_dict
+
+    meta = json.loads((out / "architecture.json").read_text())
+    space = space_from_dict(meta["space"])
+    rebuilt = space.build(space.from_params(meta["params"]), seed=meta["seed"])
+    with __import__("torch").no_grad():
+        expected = rebuilt(__import__("torch").arange(1000, 1032).reshape(2, 16))
+    assert __import__("torch").equal(__import__("torch").load(tmp_path / "a.pt"), expected)
+    assert isinstance(CandidateModel.from_pretrained(out), type(rebuilt))
+
+
+def test_resuming_someone_elses_study_is_refused(tmp_path, space_file):
+    url = f"sqlite:///{tmp_path / 'other.db'}"
+    study = optuna.create_study(study_name="theirs", storage=url)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    result = run_cli("search", "--space", str(space_file), "--storage", url, "--study-name", "theirs", *FAST)
+    assert result.returncode == 2 and "not made by optuna-wpca" in result.stderr
