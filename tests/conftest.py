@@ -15,3 +15,25 @@ def small_batch():
     from optuna_wpca import text_batch
 
     return text_batch(batch_size=8, seq_len=32, seed=0)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server: $OPTUNA_WPCA_POSTGRES_URL, else one started here for the session."""
+    url = os.environ.get("OPTUNA_WPCA_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    from _postgres import TemporaryPostgres
+
+    try:
+        server = TemporaryPostgres()
+        url = server.start()
+    except Exception as err:  # no server can be started here: say so loudly, do not pass silently
+        message = f"POSTGRESQL NOT AVAILABLE, PostgreSQL tests SKIPPED: {err}"
+        print(f"\n{'!' * 20} {message} {'!' * 20}")
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI must have a server: .ci/run installs it
+        pytest.skip(message)
+    yield url
+    server.stop()

@@ -1,0 +1,42 @@
+"""The plugin against a real PostgreSQL server: one study, several worker processes."""
+
+import collections
+import subprocess
+import sys
+import textwrap
+
+import optuna
+from optuna.trial import TrialState
+
+WORKER = textwrap.dedent(
+    """
+    import sys, optuna
+    from optuna_wpca import WPCASampler, WPCASpace, ZeroCostObjective, text_batch
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    space = WPCASpace(num_layers=3, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+    budget = space.min_params() * 3
+    sampler = WPCASampler(space, max_params=budget, population_size=8, seed=seed)
+    study = optuna.create_study(study_name="pg", storage=url, direction="maximize", sampler=sampler,
+                                load_if_exists=True)
+    objective = ZeroCostObjective(space, batch=text_batch(batch_size=4, seq_len=16), max_params=budget)
+    study.optimize(objective, n_trials=n)
+    """
+)
+
+
+def test_four_workers_on_one_postgres_study(postgres_url, tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    # Create the study once so that the workers do not race on creating it.
+    optuna.create_study(study_name="pg", storage=postgres_url, direction="maximize")
+    workers = [subprocess.Popen([sys.executable, str(script), postgres_url, "10", str(seed)]) for seed in range(4)]
+    assert [w.wait(timeout=600) for w in workers] == [0, 0, 0, 0]
+    study = optuna.load_study(study_name="pg", storage=postgres_url)
+    trials = study.trials
+    assert len(trials) == 40
+    assert sorted(t.number for t in trials) == list(range(40))
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    generations = collections.Counter(t.system_attrs["WPCASampler:generation"] for t in trials)
+    assert sum(generations.values()) == 40 and max(generations) >= 2
+    assert all(t.user_attrs["feasible"] for t in trials)
