@@ -1,0 +1,25 @@
+"""Train only the winners: knowledge distillation of searched students from a pretrained teacher."""
+
+from optuna_wpca.distill._losses import Projections, kd_loss, soft_cross_entropy
+from optuna_wpca.distill._mapping import layer_mapping
+from optuna_wpca.distill._models import StudentClassifier, load_teacher
+from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
+from optuna_wpca.distill._trainer import TrainConfig, TrainResult, evaluate, finetune_teacher, train
+
+__all__ = [
+    "METRICS",
+    "Projections",
+    "StudentClassifier",
+    "Task",
+    "TrainConfig",
+    "TrainResult",
+    "evaluate",
+    "finetune_teacher",
+    "kd_loss",
+    "layer_mapping",
+    "load_glue_files",
+    "load_task",
+    "load_teacher",
+    "soft_cross_entropy",
+    "train",
+]

@@ -1,0 +1,146 @@
+"""Teacher loading and the student's task head, plus hooks that expose what KD matches."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from optuna_wpca.models import CandidateModel
+from optuna_wpca.models._decoder_model import DecoderModel
+
+#: transformers model types whose layers look like BERT's (embeddings, attention output, layer output).
+BERT_FAMILY = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
+
+
+def load_teacher(path: str | os.PathLike, *, num_labels: int | None = None, device: Any = "cpu") -> nn.Module:
+    """A pretrained BERT-family teacher from a local directory (``from_pretrained(path)``).
+
+    With ``num_labels`` it is loaded with a sequence-classification head (new, or the fine-tuned
+    one saved there); errors name a missing directory or a model that is not BERT-like.
+    """
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"teacher directory {str(path)!r} does not exist")
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"teacher directory {str(path)!r} has no config.json: not a transformers model")
+    model_type = json.loads(config_file.read_text()).get("model_type")
+    if model_type not in BERT_FAMILY:
+        raise ValueError(
+            f"teacher in {str(path)!r} is a {model_type!r} model; distillation needs a BERT-family encoder "
+            f"({', '.join(BERT_FAMILY)})"
+        )
+    if num_labels is None:
+        model = AutoModel.from_pretrained(str(path), local_files_only=True)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=num_labels,
+                                                                   local_files_only=True)
+    return model.to(device)
+
+
+def teacher_encoder(teacher: nn.Module) -> nn.Module:
+    """The bare encoder of a transformers model (``BertModel`` inside ``BertForSequenceClassification``)."""
+    return getattr(teacher, teacher.base_model_prefix, teacher)
+
+
+class StudentClassifier(nn.Module):
+    """A candidate encoder with BERT's pooler (first token, dense, tanh) and a linear classifier."""
+
+    def __init__(self, encoder: CandidateModel, num_labels: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        if isinstance(encoder, DecoderModel):
+            raise ValueError("task distillation needs an encoder student; DecoderModel is causal")
+        self.encoder = encoder
+        h = encoder.config.hidden_size
+        self.pooler = nn.Linear(h, h)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(h, num_labels)
+        self.num_labels = num_labels
+        for m in (self.pooler, self.classifier):
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
+        hidden = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, 0]))))
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """The encoder as a candidate model directory, plus ``head.safetensors`` and ``head.json``."""
+        from safetensors.torch import save_file
+
+        path = Path(directory)
+        self.encoder.save_pretrained(path)
+        head = {f"pooler.{k}": v for k, v in self.pooler.state_dict().items()}
+        head.update({f"classifier.{k}": v for k, v in self.classifier.state_dict().items()})
+        save_file({k: v.detach().contiguous().cpu() for k, v in head.items()}, str(path / "head.safetensors"))
+        (path / "head.json").write_text(json.dumps({"num_labels": self.num_labels}) + "\n")
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, *, device: Any = "cpu") -> "StudentClassifier":
+        from safetensors.torch import load_file
+
+        path = Path(directory)
+        if not (path / "head.json").is_file():
+            raise FileNotFoundError(f"{str(path)!r} holds no task head (head.json): not a distilled student")
+        num_labels = json.loads((path / "head.json").read_text())["num_labels"]
+        model = cls(CandidateModel.from_pretrained(path), num_labels)
+        state = load_file(str(path / "head.safetensors"))
+        model.pooler.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("pooler.")})
+        model.classifier.load_state_dict({k[11:]: v for k, v in state.items() if k.startswith("classifier.")})
+        return model.to(device).eval()
+
+
+class Recorder:
+    """Forward hooks that keep the outputs of chosen modules during one forward pass."""
+
+    def __init__(self, modules: dict[str, list[nn.Module]]) -> None:
+        self.outputs: dict[str, list[torch.Tensor]] = {k: [] for k in modules}
+        self._handles = []
+        for kind, mods in modules.items():
+            for m in mods:
+                self._handles.append(m.register_forward_hook(self._hook(kind)))
+
+    def _hook(self, kind: str):
+        def hook(_m: nn.Module, _i: object, out: Any) -> None:
+            self.outputs[kind].append(out[0] if isinstance(out, tuple) else out)
+
+        return hook
+
+    def clear(self) -> None:
+        for v in self.outputs.values():
+            v.clear()
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def student_points(encoder: CandidateModel) -> dict[str, list[nn.Module]]:
+    """Where the student's embeddings, attention-block outputs and layer outputs come from."""
+    attention = []
+    for layer in encoder.layers:
+        if hasattr(layer, "attention_norm"):  # BERT and MobileBERT blocks
+            attention.append(layer.attention_norm)
+        elif hasattr(layer, "mixing"):  # FlexiBERT layers
+            attention.append(layer.mixing)
+        else:
+            raise ValueError(f"{type(layer).__name__} has no attention output to distil")
+    return {"embeddings": [encoder.embeddings], "attention": attention, "ffn": list(encoder.layers)}
+
+
+def teacher_points(teacher: nn.Module) -> dict[str, list[nn.Module]]:
+    enc = teacher_encoder(teacher)
+    layers = enc.encoder.layer
+    return {
+        "embeddings": [enc.embeddings],
+        "attention": [layer.attention.output for layer in layers],
+        "ffn": list(layers),
+    }

@@ -1,0 +1,291 @@
+"""Distillation and plain training loops, resumable, speaking Optuna's report / prune protocol."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from optuna_wpca._text import load_tokenizer
+from optuna_wpca.distill._losses import Projections, kd_loss
+from optuna_wpca.distill._mapping import layer_mapping
+from optuna_wpca.distill._models import Recorder, StudentClassifier, student_points, teacher_encoder, teacher_points
+from optuna_wpca.distill._tasks import Task
+
+_logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class TrainConfig:
+    """One training recipe. Defaults: AdamW (0.9, 0.999, weight decay 0.01), linear decay after a
+    10% warm-up (the paper's Appendix F); ``gamma`` weighs the soft cross-entropy on logits
+    (0 task-agnostic, 1 task stage)."""
+
+    steps: int = 1000
+    batch_size: int = 32
+    max_seq_len: int = 64
+    learning_rate: float = 3e-4
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_ratio: float = 0.1
+    gamma: float = 1.0
+    temperature: float = 1.0
+    eval_every: int = 100
+    checkpoint_every: int = 100
+    eval_limit: int | None = None
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "max_seq_len", "eval_every", "checkpoint_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+
+@dataclass
+class TrainResult:
+    metric: float
+    steps: int
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    resumed_from: int | None = None
+
+
+def _encode(task_rows: list, tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
+    a = [r[0] for r in task_rows]
+    b = [r[1] for r in task_rows] if task_rows and task_rows[0][1] is not None else None
+    enc = tokenizer(a, b, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
+    labels = torch.tensor([r[2] for r in task_rows])
+    out = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "labels": labels}
+    out["token_type_ids"] = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"]))
+    return out
+
+
+def _batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
+    """The examples of ``step``: a function of (seed, step) only, so a resumed run sees the same batches."""
+    start = step * batch_size
+    idx = []
+    while len(idx) < batch_size:
+        epoch, offset = divmod(start + len(idx), n)
+        perm = np.random.default_rng([seed, epoch]).permutation(n)
+        take = min(batch_size - len(idx), n - offset)
+        idx.extend(perm[offset : offset + take])
+    return np.asarray(idx)
+
+
+def _logits(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    out = model(**inputs)
+    return out.logits if hasattr(out, "logits") else out
+
+
+def _task_loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool) -> torch.Tensor:
+    if regression:
+        return F.mse_loss(logits.squeeze(-1), labels.float())
+    return F.cross_entropy(logits, labels)
+
+
+def evaluate(model: nn.Module, task: Task, data: dict[str, torch.Tensor], *, batch_size: int = 128,
+             limit: int | None = None, device: Any = "cpu") -> float:
+    """The task's metric of ``model`` on encoded dev data."""
+    was_training = model.training
+    model.eval()
+    n = data["input_ids"].shape[0] if limit is None else min(limit, data["input_ids"].shape[0])
+    preds = []
+    with torch.inference_mode():
+        for i in range(0, n, batch_size):
+            batch = {k: v[i : min(n, i + batch_size)].to(device) for k, v in data.items()}
+            logits = _logits(model, batch)
+            preds.append(logits.squeeze(-1) if task.is_regression else logits.argmax(-1))
+    model.train(was_training)
+    pred = torch.cat(preds).cpu().numpy()
+    return task.score(pred, data["labels"][:n].numpy())
+
+
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write atomically: a crash mid-write leaves the previous checkpoint intact."""
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / (CHECKPOINT + ".tmp")
+    torch.save(state, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path / CHECKPOINT)
+
+
+def train(
+    model: nn.Module,
+    task: Task,
+    config: TrainConfig | None = None,
+    *,
+    teacher: nn.Module | None = None,
+    tokenizer: Any = None,
+    trial: optuna.trial.BaseTrial | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``task``: with a ``teacher``, by the paper's KD losses; without, on labels.
+
+    With a ``trial``, the dev metric is reported at every evaluation (``trial.report(metric,
+    step)``) and ``optuna.TrialPruned`` is raised when ``trial.should_prune()``, so any Optuna
+    pruner decides how far the run goes. With a ``checkpoint_dir``, the run checkpoints every
+    ``config.checkpoint_every`` steps and, when started again, resumes where it stopped.
+    """
+    config = config or TrainConfig()
+    device = torch.device(config.device)
+    tokenizer = tokenizer or load_tokenizer()
+    if not task.train or not task.dev:
+        raise ValueError(f"task {task.name!r} has an empty train or dev split")
+    train_data = _encode(task.train, tokenizer, config.max_seq_len)
+    dev_data = _encode(task.dev, tokenizer, config.max_seq_len)
+    if isinstance(model, StudentClassifier) and config.max_seq_len > model.encoder.config.max_position_embeddings:
+        raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
+    model.to(device).train()
+
+    projections = recorder_s = recorder_t = None
+    mapping: list[int] = []
+    if teacher is not None:
+        if not isinstance(model, StudentClassifier):
+            raise ValueError("distillation needs a StudentClassifier student")
+        teacher.to(device).eval()
+        t_enc = teacher_encoder(teacher)
+        t_width = t_enc.config.hidden_size
+        s_points = student_points(model.encoder)
+        mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))
+        widths = _output_widths(model, s_points, train_data, device)
+        projections = Projections(widths, t_width).to(device)
+        torch.manual_seed(config.seed)
+        for m in projections.maps.values():
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+        recorder_s, recorder_t = Recorder(s_points), Recorder(teacher_points(teacher))
+
+    params = list(model.parameters()) + (list(projections.parameters()) if projections is not None else [])
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.learning_rate, betas=config.betas,
+    )
+    warmup = int(config.warmup_ratio * config.steps)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        return max(0.0, (config.steps - step) / max(1, config.steps - warmup))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    step, history, resumed = 0, [], None
+    ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir else None
+    if ckpt is not None and ckpt.is_file():
+        state = torch.load(ckpt, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        if projections is not None and state.get("projections") is not None:
+            projections.load_state_dict(state["projections"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        step, history, resumed = state["step"], state["history"], state["step"]
+        _logger.info("resumed %s at step %d", checkpoint_dir, step)
+    else:
+        torch.manual_seed(config.seed)
+
+    start = time.perf_counter()
+    n = train_data["input_ids"].shape[0]
+    try:
+        while step < config.steps:
+            idx = torch.from_numpy(_batch_indices(n, config.batch_size, step, config.seed))
+            batch = {k: v[idx].to(device) for k, v in train_data.items()}
+            if teacher is None:
+                loss = _task_loss(_logits(model, batch), batch["labels"], task.is_regression)
+                parts = {"labels": loss.item()}
+            else:
+                loss, parts = _kd_step(model, teacher, batch, projections, recorder_s, recorder_t, mapping, config)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"training loss became {float(loss)} at step {step}; lower the learning rate")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            if step % config.eval_every == 0 or step == config.steps:
+                metric = evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
+                history.append({"step": step, "metric": metric, "loss": loss.item(), **parts})
+                if trial is not None:
+                    trial.report(metric, step)
+                    if trial.should_prune():
+                        raise optuna.TrialPruned(f"pruned at step {step} with {task.metric} {metric:.4f}")
+            if ckpt is not None and (step % config.checkpoint_every == 0 or step == config.steps):
+                _save_checkpoint(ckpt.parent, {
+                    "model": model.state_dict(),
+                    "projections": projections.state_dict() if projections is not None else None,
+                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "torch_rng": torch.get_rng_state(), "step": step, "history": history,
+                    "config": dataclasses.asdict(config),
+                })
+    finally:
+        for rec in (recorder_s, recorder_t):
+            if rec is not None:
+                rec.remove()
+    return TrainResult(history[-1]["metric"], step, time.perf_counter() - start, history, resumed)
+
+
+def _output_widths(model: StudentClassifier, points: dict, data: dict, device: Any) -> dict[str, set[int]]:
+    rec = Recorder(points)
+    try:
+        with torch.no_grad():
+            model.encoder(data["input_ids"][:1, :8].to(device))
+        return {kind: {out.shape[-1] for out in outs} for kind, outs in rec.outputs.items()}
+    finally:
+        rec.remove()
+
+
+def _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config):
+    rec_s.clear()
+    rec_t.clear()
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        t_out = teacher(**inputs)
+    t_logits = t_out.logits if hasattr(t_out, "logits") else None
+    s_logits = model(**inputs)
+    student = {"embeddings": rec_s.outputs["embeddings"][0], "attention": rec_s.outputs["attention"],
+               "ffn": rec_s.outputs["ffn"], "logits": s_logits}
+    teacher_side = {"embeddings": rec_t.outputs["embeddings"][0], "attention": rec_t.outputs["attention"],
+                    "ffn": rec_t.outputs["ffn"]}
+    if t_logits is not None:
+        teacher_side["logits"] = t_logits
+    return kd_loss(student, teacher_side, projections, mapping, gamma=config.gamma, temperature=config.temperature)
+
+
+def finetune_teacher(
+    path: str | os.PathLike, task: Task, out_dir: str | os.PathLike, config: TrainConfig | None = None,
+    *, tokenizer: Any = None,
+) -> TrainResult:
+    """Fine-tune a pretrained BERT-family model on ``task`` (labels) and save it to ``out_dir``."""
+    from optuna_wpca.distill._models import load_teacher
+
+    config = config or TrainConfig(learning_rate=5e-5)
+    model = load_teacher(path, num_labels=task.num_labels, device=config.device)
+    if tokenizer is None and (Path(path) / "tokenizer.json").is_file():
+        tokenizer = load_tokenizer(str(path))
+    result = train(model, task, config, tokenizer=tokenizer)
+    model.save_pretrained(str(out_dir))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(out_dir))
+    return result
+
+
+__all__ = ["TrainConfig", "TrainResult", "evaluate", "finetune_teacher", "train"]
