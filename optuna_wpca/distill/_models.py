@@ -53,7 +53,7 @@ def teacher_encoder(teacher: nn.Module) -> nn.Module:
 class StudentClassifier(nn.Module):
     """A candidate encoder with BERT's pooler (first token, dense, tanh) and a linear classifier."""
 
-    def __init__(self, encoder: CandidateModel, num_labels: int, dropout: float = 0.1) -> None:
+    def __init__(self, encoder: CandidateModel, num_labels: int, dropout: float = 0.1, seed: int | None = 0) -> None:
         super().__init__()
         if isinstance(encoder, DecoderModel):
             raise ValueError("task distillation needs an encoder student; DecoderModel is causal")
@@ -63,8 +63,9 @@ class StudentClassifier(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(h, num_labels)
         self.num_labels = num_labels
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
         for m in (self.pooler, self.classifier):
-            nn.init.normal_(m.weight, std=0.02)
+            nn.init.normal_(m.weight, std=0.02, generator=generator)
             nn.init.zeros_(m.bias)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:

@@ -166,10 +166,11 @@ def train(
         mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))
         widths = _output_widths(model, s_points, train_data, device)
         projections = Projections(widths, t_width).to(device)
-        torch.manual_seed(config.seed)
-        for m in projections.maps.values():
-            nn.init.normal_(m.weight, std=0.02)
-            nn.init.zeros_(m.bias)
+        generator = torch.Generator().manual_seed(config.seed)
+        with torch.no_grad():
+            for m in projections.maps.values():
+                m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * 0.02)
+                m.bias.zero_()
         recorder_s, recorder_t = Recorder(s_points), Recorder(teacher_points(teacher))
 
     params = list(model.parameters()) + (list(projections.parameters()) if projections is not None else [])

