@@ -146,3 +146,32 @@ def test_bad_teacher_and_task_inputs(tmp_path):
         load_glue_files(tmp_path / "missing.tsv", tmp_path / "train.jsonl")
     with pytest.raises(ValueError, match="unknown task"):
         load_task("mnli")
+
+
+def test_distill_top_trials_with_hyperband(task, tmp_path):
+    from optuna_wpca import WPCASampler, ZeroCostObjective, text_batch
+    from optuna_wpca.distill import distill_top_trials
+
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    zc = optuna.create_study(study_name="zc", storage=url, direction="maximize",
+                             sampler=WPCASampler(SPACE, population_size=4, seed=0))
+    zc.optimize(ZeroCostObjective(SPACE, batch=text_batch(batch_size=4, seq_len=16)), n_trials=8)
+
+    def hyperparameters(trial):
+        return {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True)}
+
+    kd = distill_top_trials(zc, SPACE, task, k=3, config=TrainConfig(steps=8, batch_size=4, max_seq_len=16,
+                                                                        eval_every=2),
+                            hyperparameters=hyperparameters, n_trials=5,
+                            pruner=optuna.pruners.HyperbandPruner(min_resource=2, max_resource=8),
+                            checkpoint_root=tmp_path / "ckpt")
+    assert kd.study_name == "zc-kd"
+    assert len(optuna.load_study(study_name="zc-kd", storage=url).trials) == 5
+    enqueued = [t for t in kd.trials if "zero_cost_trial" in t.user_attrs]
+    assert len(enqueued) == 3
+    best_zc = sorted(zc.trials, key=lambda t: t.value, reverse=True)
+    for t in enqueued:
+        source = zc.trials[t.user_attrs["zero_cost_trial"]]
+        assert all(t.params[name] == source.params[name] for name in source.params)
+    assert enqueued[0].user_attrs["zero_cost_trial"] == best_zc[0].number
+    assert all(len(t.intermediate_values) >= 1 for t in kd.trials)

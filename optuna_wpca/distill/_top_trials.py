@@ -1,0 +1,120 @@
+"""Send only the best zero-cost trials to real training, as trials of a second Optuna study."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from optuna_wpca.distill._models import StudentClassifier
+from optuna_wpca.distill._tasks import Task
+from optuna_wpca.distill._trainer import TrainConfig, train
+from optuna_wpca.sampler import is_feasible
+from optuna_wpca.spaces import SearchSpace
+
+_logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
+SOURCE_ATTR = "zero_cost_trial"
+
+
+def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
+    """The ``k`` best completed, feasible trials of a single-objective zero-cost study."""
+    if len(study.directions) != 1:
+        raise ValueError("top_trials needs a single-objective study; pick trials from study.best_trials instead")
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
+    done.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    seen, out = set(), []
+    for t in done:  # the same architecture scored twice is trained once
+        key = tuple(sorted(t.params.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out[:k]
+
+
+def distill_top_trials(
+    study: optuna.Study,
+    space: SearchSpace,
+    task: Task,
+    *,
+    k: int = 3,
+    teacher: Any = None,
+    config: TrainConfig | None = None,
+    hyperparameters: Callable[[optuna.Trial], dict[str, Any]] | None = None,
+    n_trials: int | None = None,
+    study_name: str | None = None,
+    sampler: optuna.samplers.BaseSampler | None = None,
+    pruner: optuna.pruners.BasePruner | None = None,
+    checkpoint_root: str | os.PathLike | None = None,
+    save_root: str | os.PathLike | None = None,
+    tokenizer: Any = None,
+) -> optuna.Study:
+    """Train the ``k`` best architectures of ``study`` as trials of ``<study>-kd`` in the same storage.
+
+    Each architecture is enqueued with its parameters and a ``zero_cost_trial`` user attribute
+    pointing back; the objective re-suggests the same names, so the trial's params are the
+    architecture. ``hyperparameters(trial)`` may suggest training settings next to it (fields of
+    :class:`TrainConfig`, e.g. ``learning_rate``, ``steps`` as the fidelity, ``gamma``); then
+    ``n_trials`` may exceed ``k`` and the sampler explores them. Inside training the dev metric is
+    reported at each evaluation and the pruner may stop a run, so ``HyperbandPruner`` and friends
+    decide how far each goes. Without a ``teacher`` the students train on labels only.
+    """
+    winners = top_trials(study, k)
+    if not winners:
+        raise ValueError(f"study {study.study_name!r} has no completed feasible trial to distil")
+    config = config or TrainConfig()
+    kd = optuna.create_study(
+        storage=study._storage, study_name=study_name or f"{study.study_name}-kd", direction="maximize",
+        sampler=sampler, pruner=pruner, load_if_exists=True,
+    )
+    kd.set_user_attr("optuna_wpca.space", space.to_dict())
+    kd.set_user_attr("optuna_wpca.source_study", study.study_name)
+    kd.set_user_attr("optuna_wpca.task", task.name)
+    for t in winners:
+        kd.enqueue_trial(t.params, user_attrs={SOURCE_ATTR: t.number, "zero_cost_value": t.value},
+                         skip_if_exists=True)
+
+    def objective(trial: optuna.Trial) -> float:
+        arch = space.suggest(trial)
+        overrides = hyperparameters(trial) if hyperparameters else {}
+        unknown = set(overrides) - set(TrainConfig.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"hyperparameters() returned unknown TrainConfig fields {sorted(unknown)}")
+        run_config = TrainConfig(**{**config.__dict__, **overrides})
+        trial.set_user_attr("num_params", space.num_params(arch))
+        trial.set_user_attr("architecture", space.describe(arch))
+        model = StudentClassifier(space.build(arch, seed=run_config.seed), max(task.num_labels, 1),
+                                  seed=run_config.seed)
+        ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None
+        result = train(model, task, run_config, teacher=teacher, trial=trial, checkpoint_dir=ckpt,
+                       tokenizer=tokenizer)
+        trial.set_user_attr("train_seconds", result.seconds)
+        if save_root:
+            out = Path(save_root) / f"{kd.study_name}-trial-{trial.number}"
+            model.save_pretrained(out)
+            trial.set_user_attr("saved_to", str(out))
+        return result.metric
+
+    kd.optimize(objective, n_trials=n_trials if n_trials is not None else len(winners))
+    return kd
+
+
+class DistillTopTrials:
+    """A ``study.optimize`` callback: once ``after`` trials have completed, distil the top ``k``.
+
+    Example:
+        >>> # study.optimize(objective, n_trials=200,
+        >>> #                callbacks=[DistillTopTrials(space, task, after=200, k=3, teacher=teacher)])
+    """
+
+    def __init__(self, space: SearchSpace, task: Task, *, after: int, **kwargs: Any) -> None:
+        self.space, self.task, self.after, self.kwargs = space, task, after, kwargs
+        self.result: optuna.Study | None = None
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if self.result is not None:
+            return
+        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= self.after:
+            self.result = distill_top_trials(study, self.space, self.task, **self.kwargs)
