@@ -62,11 +62,7 @@ class ZeroCostObjective:
         self.proxies = tuple(proxies) if proxies else (proxy,)
         for name in self.proxies:
             get_proxy(name)  # fails early on an unknown name
-        if max_params is not None and max_params < space.min_params():
-            raise ValueError(
-                f"parameter budget {max_params:,.0f} is below the smallest candidate of this space "
-                f"({space.min_params():,} parameters)"
-            )
+        space.check_budget(max_params)
         check_proxy_options(proxy_options)
         self.device = torch.device(device)
         self.seed = seed

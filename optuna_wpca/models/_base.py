@@ -21,6 +21,15 @@ WEIGHTS_NAME = "model.safetensors"
 COUNT_CONVENTIONS = ("all", "non_embedding")
 
 
+def config_from_dict(cls: type, raw: dict[str, Any]) -> Any:
+    """Build a config dataclass from a dict, naming unknown fields instead of a TypeError."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(raw) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    return cls(**raw)
+
+
 def check_count_convention(count: str) -> str:
     if count not in COUNT_CONVENTIONS:
         raise ValueError(f"unknown parameter-count convention {count!r}; use one of {COUNT_CONVENTIONS}")

@@ -7,7 +7,6 @@ shared. The LM head is tied to the token embedding, so it adds no parameters.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._base import CandidateModel, additive_mask, allocate, check_count_convention
+from optuna_wpca.models._base import CandidateModel, additive_mask, allocate, check_count_convention, config_from_dict
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,7 @@ class DecoderConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "DecoderConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(raw) - names
-        if unknown:
-            raise ValueError(f"unknown DecoderConfig fields: {sorted(unknown)}")
-        return cls(**raw)
+        return config_from_dict(cls, raw)
 
 
 class DecoderEmbeddings(nn.Module):

@@ -18,7 +18,6 @@ token-mixing operation followed by a stack of feed-forward layers:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._base import CandidateModel, allocate, check_count_convention
+from optuna_wpca.models._base import CandidateModel, allocate, check_count_convention, config_from_dict
 
 OPERATIONS = {"SA": ("SDP", "WMA"), "LT": ("DFT", "DCT"), "DSC": (5, 9)}
 
@@ -82,11 +81,7 @@ class FlexiBERTConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "FlexiBERTConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(raw) - names
-        if unknown:
-            raise ValueError(f"unknown FlexiBERTConfig fields: {sorted(unknown)}")
-        return cls(**raw)
+        return config_from_dict(cls, raw)
 
 
 class ElectraEmbeddings(nn.Module):

@@ -7,7 +7,6 @@ the bottleneck, NoNorm, then back up to the hidden size), each with its own FFN 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._base import CandidateModel, NoNorm, allocate, check_count_convention
+from optuna_wpca.models._base import CandidateModel, NoNorm, allocate, check_count_convention, config_from_dict
 
 BLOCK_TYPES = ("bert", "mobilebert")
 
@@ -59,11 +58,7 @@ class WPCAConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "WPCAConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(raw) - names
-        if unknown:
-            raise ValueError(f"unknown WPCAConfig fields: {sorted(unknown)}")
-        return cls(**raw)
+        return config_from_dict(cls, raw)
 
 
 class MobileBertEmbeddings(nn.Module):

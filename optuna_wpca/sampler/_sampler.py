@@ -90,13 +90,7 @@ class WPCASampler(BaseGASampler):
                         ("mutation_prob", mutation_prob)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {p}")
-        if max_params is not None:
-            smallest = space.min_params()
-            if max_params < smallest:
-                raise ValueError(
-                    f"parameter budget {max_params:,.0f} is below the smallest candidate of this space "
-                    f"({smallest:,} parameters, counted as {space.count!r})"
-                )
+        space.check_budget(max_params)
         super().__init__(population_size=population_size)
         self.space = space
         self.max_params = max_params

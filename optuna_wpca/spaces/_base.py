@@ -85,6 +85,17 @@ class SearchSpace(abc.ABC):
         params = {name: d.choices[int(rng.integers(len(d.choices)))] for name, d in self.distributions().items()}
         return self.from_params(params)
 
+    def check_budget(self, max_params: float | None) -> None:
+        """Raise a clear error when no candidate of this space fits ``max_params``."""
+        if max_params is None:
+            return
+        smallest = self.min_params()
+        if max_params < smallest:
+            raise ValueError(
+                f"parameter budget {max_params:,.0f} is below the smallest candidate of this space "
+                f"({smallest:,} parameters, counted as {self.count!r})"
+            )
+
     def min_params(self, count: str | None = None) -> int:
         """The smallest parameter count of any candidate (for budget checks)."""
         return min(self.num_params(arch, count) for arch in self._smallest_candidates())
