@@ -31,8 +31,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--teacher-steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--teacher-steps", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--budget", type=float, default=4e6, help="non-embedding parameters")
     parser.add_argument("--search-trials", type=int, default=200)

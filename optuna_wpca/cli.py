@@ -160,23 +160,18 @@ def _check_study_is_ours(study, space) -> None:
 
 
 def _print_best(study, space, top: int) -> None:
-    from optuna.trial import TrialState
+    from optuna_wpca.sampler import top_trials
 
-    from optuna_wpca.sampler import is_feasible
-
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
-    if not done:
+    best = top_trials(study, top)
+    if not best:
         raise CLIError(f"study {study.study_name!r} has no completed feasible trial yet")
-    done.sort(key=lambda t: t.value, reverse=study.direction.name == "MAXIMIZE")
-    print(f"study {study.study_name!r}: {len(done)} completed feasible trials; best {min(top, len(done))}:")
-    for t in done[:top]:
+    print(f"study {study.study_name!r}: {len(study.trials)} trials; best {len(best)} distinct architectures:")
+    for t in best:
         dims = t.user_attrs.get("pca_dims")
         print(f"  trial {t.number:>5}  value {t.value:.6g}  params {t.user_attrs.get('num_params', 0):,}"
               f"  pca_dims {dims}")
-    best = done[0]
-    print(f"best architecture (trial {best.number}):")
-    arch = space.from_params(best.params)
-    for i, line in enumerate(space.describe(arch)):
+    print(f"best architecture (trial {best[0].number}):")
+    for i, line in enumerate(space.describe(space.from_params(best[0].params))):
         print(f"  layer {i:>2}: {line}")
 
 
@@ -203,16 +198,14 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from optuna.trial import TrialState
-
-    from optuna_wpca.sampler import is_feasible
+    from optuna_wpca.sampler import top_trials
 
     study, space = _load_our_study(args)
     if args.trial is None:
-        done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
-        if not done:
+        best = top_trials(study, 1)
+        if not best:
             raise CLIError(f"study {args.study_name!r} has no completed feasible trial to export")
-        trial = max(done, key=lambda t: t.value) if study.direction.name == "MAXIMIZE" else min(done, key=lambda t: t.value)
+        trial = best[0]
     else:
         matches = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
         if not matches:

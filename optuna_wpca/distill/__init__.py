@@ -4,7 +4,7 @@ from optuna_wpca.distill._losses import Projections, kd_loss, soft_cross_entropy
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
-from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials, top_trials
+from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
 from optuna_wpca.distill._trainer import TrainConfig, TrainResult, evaluate, finetune_teacher, train
 
 __all__ = [
@@ -24,6 +24,5 @@ __all__ = [
     "load_task",
     "load_teacher",
     "soft_cross_entropy",
-    "top_trials",
     "train",
 ]

@@ -12,26 +12,11 @@ from optuna.trial import FrozenTrial, TrialState
 from optuna_wpca.distill._models import StudentClassifier
 from optuna_wpca.distill._tasks import Task
 from optuna_wpca.distill._trainer import TrainConfig, train
-from optuna_wpca.sampler import is_feasible
+from optuna_wpca.sampler import top_trials
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
 SOURCE_ATTR = "zero_cost_trial"
-
-
-def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The ``k`` best completed, feasible trials of a single-objective zero-cost study."""
-    if len(study.directions) != 1:
-        raise ValueError("top_trials needs a single-objective study; pick trials from study.best_trials instead")
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
-    done.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
-    seen, out = set(), []
-    for t in done:  # the same architecture scored twice is trained once
-        key = tuple(sorted(t.params.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
-    return out[:k]
 
 
 def distill_top_trials(

@@ -25,6 +25,22 @@ def is_feasible(trial: FrozenTrial) -> bool:
     return all(c <= 0 for c in trial.constraints.values())
 
 
+def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
+    """The ``k`` best completed, feasible trials of a single-objective study, one per architecture."""
+    if len(study.directions) != 1:
+        raise ValueError("top_trials needs a single-objective study; pick trials from study.best_trials instead")
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
+    done.sort(key=lambda t: t.value, reverse=study.direction == StudyDirection.MAXIMIZE)
+    seen, out = set(), []
+    for t in done:  # the same architecture scored twice is trained once
+        key = tuple(sorted(t.params.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out[:k]
+
+
+
 class WPCASampler(BaseGASampler):
     """The genetic algorithm of the W-PCA paper (Appendix E) over a :class:`SearchSpace`.
 
