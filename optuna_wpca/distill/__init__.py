@@ -5,7 +5,15 @@ from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
 from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
-from optuna_wpca.distill._trainer import TrainConfig, TrainResult, evaluate, finetune_teacher, train
+from optuna_wpca.distill._trainer import (
+    TextCorpus,
+    TrainConfig,
+    TrainResult,
+    evaluate,
+    finetune_teacher,
+    load_text_corpus,
+    train,
+)
 
 __all__ = [
     "DistillTopTrials",
@@ -13,6 +21,7 @@ __all__ = [
     "Projections",
     "StudentClassifier",
     "Task",
+    "TextCorpus",
     "TrainConfig",
     "TrainResult",
     "evaluate",
@@ -22,6 +31,7 @@ __all__ = [
     "layer_mapping",
     "load_glue_files",
     "load_task",
+    "load_text_corpus",
     "load_teacher",
     "soft_cross_entropy",
     "train",

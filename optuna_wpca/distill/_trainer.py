@@ -65,6 +65,45 @@ class TrainResult:
     resumed_from: int | None = None
 
 
+@dataclass
+class TextCorpus:
+    """Raw text for task-agnostic distillation (gamma 0): no labels; the score is the dev KD loss."""
+
+    name: str
+    train: list[str]
+    dev: list[str]
+    metric: str = "kd_loss"
+
+
+def load_text_corpus(path: str | os.PathLike | None = None, *, dev_fraction: float = 0.05, seed: int = 0) -> TextCorpus:
+    """Paragraphs of a text file (default: the bundled WikiText-2 test split), split train/dev."""
+    from optuna_wpca._text import _read_corpus, bundled_text_path
+
+    lines = _read_corpus(path or bundled_text_path("test"))
+    if not lines:
+        raise ValueError(f"text corpus {str(path)!r} is empty")
+    order = np.random.default_rng(seed).permutation(len(lines))
+    n_dev = max(1, int(len(lines) * dev_fraction))
+    return TextCorpus(Path(str(path or "wikitext-2")).stem, [lines[i] for i in order[n_dev:]],
+                      [lines[i] for i in order[:n_dev]])
+
+
+def _encode_text(lines: list[str], tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
+    """Cut the token stream of ``lines`` into unpadded ``[CLS] ... [SEP]`` windows."""
+    ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
+    stream = torch.tensor([t for seq in ids for t in seq], dtype=torch.long)
+    body = max_len - 2
+    n = stream.numel() // body
+    if n < 1:
+        raise ValueError(f"text corpus has {stream.numel()} tokens; one {max_len}-token window needs {body}")
+    windows = stream[: n * body].view(n, body)
+    cls = torch.full((n, 1), tokenizer.cls_token_id)
+    sep = torch.full((n, 1), tokenizer.sep_token_id)
+    input_ids = torch.cat([cls, windows, sep], dim=1)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids),
+            "token_type_ids": torch.zeros_like(input_ids), "labels": torch.zeros(n, dtype=torch.long)}
+
+
 def _encode(task_rows: list, tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
     a = [r[0] for r in task_rows]
     b = [r[1] for r in task_rows] if task_rows and task_rows[0][1] is not None else None
@@ -128,7 +167,7 @@ def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 def train(
     model: nn.Module,
-    task: Task,
+    task: Task | TextCorpus,
     config: TrainConfig | None = None,
     *,
     teacher: nn.Module | None = None,
@@ -142,14 +181,25 @@ def train(
     step)``) and ``optuna.TrialPruned`` is raised when ``trial.should_prune()``, so any Optuna
     pruner decides how far the run goes. With a ``checkpoint_dir``, the run checkpoints every
     ``config.checkpoint_every`` steps and, when started again, resumes where it stopped.
+
+    With a :class:`TextCorpus` instead of a task, this is the task-agnostic stage: KD on raw text
+    with gamma 0 (a teacher is required), scored by the KD loss on the dev text (lower is better).
     """
     config = config or TrainConfig()
     device = torch.device(config.device)
     tokenizer = tokenizer or load_tokenizer()
+    general = isinstance(task, TextCorpus)
     if not task.train or not task.dev:
         raise ValueError(f"task {task.name!r} has an empty train or dev split")
-    train_data = _encode(task.train, tokenizer, config.max_seq_len)
-    dev_data = _encode(task.dev, tokenizer, config.max_seq_len)
+    if general:
+        if teacher is None:
+            raise ValueError("task-agnostic distillation on raw text needs a teacher")
+        config = dataclasses.replace(config, gamma=0.0)
+        train_data = _encode_text(task.train, tokenizer, config.max_seq_len)
+        dev_data = _encode_text(task.dev, tokenizer, config.max_seq_len)
+    else:
+        train_data = _encode(task.train, tokenizer, config.max_seq_len)
+        dev_data = _encode(task.dev, tokenizer, config.max_seq_len)
     if isinstance(model, StudentClassifier) and config.max_seq_len > model.encoder.config.max_position_embeddings:
         raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
     model.to(device).train()
@@ -165,6 +215,12 @@ def train(
         s_points = student_points(model.encoder)
         mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))
         widths = _output_widths(model, s_points, train_data, device)
+        too_wide = sorted({w for ws in widths.values() for w in ws if w > t_width})
+        if too_wide:
+            raise ValueError(
+                f"student outputs of width {too_wide} are wider than the teacher's {t_width}: the projections map "
+                "a smaller student up to the teacher, so pick a student narrower than its teacher"
+            )
         projections = Projections(widths, t_width).to(device)
         generator = torch.Generator().manual_seed(config.seed)
         with torch.no_grad():
@@ -223,7 +279,11 @@ def train(
             scheduler.step()
             step += 1
             if step % config.eval_every == 0 or step == config.steps:
-                metric = evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
+                if general:
+                    metric = _dev_kd_loss(model, teacher, dev_data, projections, recorder_s, recorder_t, mapping,
+                                          config, device)
+                else:
+                    metric = evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
                 history.append({"step": step, "metric": metric, "loss": loss.item(), **parts})
                 if trial is not None:
                     trial.report(metric, step)
@@ -271,6 +331,21 @@ def _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config):
     return kd_loss(student, teacher_side, projections, mapping, gamma=config.gamma, temperature=config.temperature)
 
 
+def _dev_kd_loss(model, teacher, data, projections, rec_s, rec_t, mapping, config, device) -> float:
+    was_training = model.training
+    model.eval()
+    n = data["input_ids"].shape[0] if config.eval_limit is None else min(config.eval_limit, data["input_ids"].shape[0])
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, n, config.batch_size):
+            batch = {k: v[i : min(n, i + config.batch_size)].to(device) for k, v in data.items()}
+            loss, _ = _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config)
+            total += loss.item() * batch["input_ids"].shape[0]
+            count += batch["input_ids"].shape[0]
+    model.train(was_training)
+    return total / count
+
+
 def finetune_teacher(
     path: str | os.PathLike, task: Task, out_dir: str | os.PathLike, config: TrainConfig | None = None,
     *, tokenizer: Any = None,
@@ -289,4 +364,4 @@ def finetune_teacher(
     return result
 
 
-__all__ = ["TrainConfig", "TrainResult", "evaluate", "finetune_teacher", "train"]
+__all__ = ["TextCorpus", "TrainConfig", "TrainResult", "evaluate", "finetune_teacher", "load_text_corpus", "train"]
