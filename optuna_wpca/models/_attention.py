@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -27,6 +26,10 @@ class SelfAttention(nn.Module):
         self.key = nn.Linear(in_size, width)
         self.value = nn.Linear(in_size, width)
         self.query_weight = nn.Linear(width, width, bias=False) if weighted_query else None
+        # Modules, not functions, so that proxies can hook the attention probabilities and the
+        # per-head outputs (B, heads, N, head_dim).
+        self.probs = nn.Softmax(dim=-1)
+        self.head_outputs = nn.Identity()
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         b, n, _ = x.shape
@@ -42,6 +45,6 @@ class SelfAttention(nn.Module):
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
         if mask is not None:
             scores = scores + mask
-        out = F.softmax(scores, dim=-1) @ v
+        out = self.head_outputs(self.probs(scores) @ v)
         b, _, n, _ = out.shape
         return out.transpose(1, 2).reshape(b, n, -1)
