@@ -22,10 +22,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/optuna-wpca search --preset wpca-tiny \
 		--storage sqlite:///optuna_wpca.db --study-name demo-wpca-tiny \
-		--n-trials 100 --population-size 20 --batch-size 32 --seq-len 64
+		--n-trials 100 --population-size 20 --batch-size 32 --seq-len 64 --artifact-dir optuna_wpca_artifacts
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) *.egg-info optuna_wpca.db
+	rm -rf $(VENV) *.egg-info optuna_wpca.db optuna_wpca_artifacts
