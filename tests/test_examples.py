@@ -23,3 +23,26 @@ def test_pareto_latency(tmp_path):
     out = run("pareto_latency.py", "--n-trials", "8", "--population-size", "4", "--out", "front.png", cwd=tmp_path)
     assert "Pareto-optimal trials" in out
     assert (tmp_path / "front.png").stat().st_size > 1000
+
+
+def test_paper_presets_tiny(tmp_path):
+    out = run("paper_presets.py", "--preset", "tiny", "--generations", "2", "--population-size", "3",
+              "--batch-size", "4", "--seq-len", "16", cwd=tmp_path)
+    assert "W-PCA-Tiny: best W-PCA" in out
+
+
+def test_custom_space_and_proxy(tmp_path):
+    out = run("custom_space_and_proxy.py", "--n-trials", "6", cwd=tmp_path)
+    assert "Pareto-optimal trials over (W-PCA, output rank)" in out
+
+
+def test_distributed_on_postgres(tmp_path, postgres_url):
+    procs = [subprocess.Popen([sys.executable, str(EXAMPLES / "distributed_postgres.py"), "--storage", postgres_url,
+                               "--study-name", "ex", "--n-trials", "4", "--batch-size", "4", "--seq-len", "16"],
+                              cwd=tmp_path, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all("this worker is done" in o for o in outs)
+    import optuna
+
+    assert len(optuna.load_study(study_name="ex", storage=postgres_url).trials) == 8

@@ -1,0 +1,38 @@
+"""Several workers, one search: run this script on as many machines (or processes) as you like.
+
+    python examples/distributed_postgres.py --storage postgresql://user:pass@db-host/optuna --n-trials 100
+
+Every worker opens the same study in the PostgreSQL storage and calls study.optimize; WPCASampler
+keeps its generations in the storage, so the workers share one genetic search. A heartbeat marks
+the trial of a killed worker FAIL and RetryFailedTrialCallback re-queues it for the others.
+On one host without a database server, use --storage journal:///path/to/file.log instead.
+"""
+
+import argparse
+
+import optuna
+from optuna.storages import JournalStorage, RDBStorage, RetryFailedTrialCallback
+from optuna.storages.journal import JournalFileBackend
+
+import optuna_wpca
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--storage", required=True)
+parser.add_argument("--study-name", default="wpca-tiny-distributed")
+parser.add_argument("--n-trials", type=int, default=100)
+parser.add_argument("--batch-size", type=int, default=32)
+parser.add_argument("--seq-len", type=int, default=64)
+args = parser.parse_args()
+
+if args.storage.startswith("journal://"):
+    storage = JournalStorage(JournalFileBackend(args.storage[len("journal://"):]))
+else:
+    storage = RDBStorage(args.storage, heartbeat_interval=10, grace_period=30,
+                         failed_trial_callback=RetryFailedTrialCallback(max_retry=2))
+space = optuna_wpca.WPCASpace.tiny()
+study = optuna.create_study(study_name=args.study_name, storage=storage, direction="maximize", load_if_exists=True,
+                            sampler=optuna_wpca.WPCASampler(space, max_params=10e6, population_size=20))
+objective = optuna_wpca.ZeroCostObjective(space, max_params=10e6,
+                                          batch=optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len))
+study.optimize(objective, n_trials=args.n_trials)
+print(f"this worker is done; the study holds {len(study.trials)} trials, best W-PCA {study.best_value:.4g}")
