@@ -4,14 +4,14 @@
 
 Every worker opens the same study in the PostgreSQL storage and calls study.optimize; WPCASampler
 keeps its generations in the storage, so the workers share one genetic search. A heartbeat marks
-the trial of a killed worker FAIL and RetryFailedTrialCallback re-queues it for the others.
+the trial of a killed worker FAIL and RetryHeartbeatStaleTrialCallback re-queues it for the others.
 On one host without a database server, use --storage journal:///path/to/file.log instead.
 """
 
 import argparse
 
 import optuna
-from optuna.storages import JournalStorage, RDBStorage, RetryFailedTrialCallback
+from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend
 
 import optuna_wpca
@@ -28,7 +28,7 @@ if args.storage.startswith("journal://"):
     storage = JournalStorage(JournalFileBackend(args.storage[len("journal://"):]))
 else:
     storage = RDBStorage(args.storage, heartbeat_interval=10, grace_period=30,
-                         failed_trial_callback=RetryFailedTrialCallback(max_retry=2))
+                         heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=2))
 space = optuna_wpca.WPCASpace.tiny()
 study = optuna.create_study(study_name=args.study_name, storage=storage, direction="maximize", load_if_exists=True,
                             sampler=optuna_wpca.WPCASampler(space, max_params=10e6, population_size=20))
