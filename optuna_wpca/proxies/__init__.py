@@ -1,7 +1,7 @@
 """Zero-cost proxies behind one registry."""
 
 from optuna_wpca.proxies import _baselines, _counts, _hardware, _pca  # noqa: F401  (registration)
-from optuna_wpca.proxies._pca import check_proxy_options, layer_pca_dims, pca_dim
+from optuna_wpca.proxies._pca import check_proxy_options, dim_from_spectrum, layer_pca_dims, layer_spectra, pca_dim
 from optuna_wpca.proxies._registry import (
     ProxyResult,
     ProxySpec,
@@ -16,8 +16,10 @@ __all__ = [
     "ProxySpec",
     "check_proxy_options",
     "compute_proxy",
+    "dim_from_spectrum",
     "get_proxy",
     "layer_pca_dims",
+    "layer_spectra",
     "list_proxies",
     "pca_dim",
     "register_proxy",

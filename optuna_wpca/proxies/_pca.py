@@ -28,6 +28,34 @@ def check_proxy_options(options: dict) -> None:
         raise ValueError(f"reduce must be one of {REDUCTIONS}, got {options['reduce']!r}")
 
 
+def spectrum(h: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues (descending, float32) of the column covariance of ``h`` (samples, features)."""
+    if h.dim() != 2:
+        raise ValueError(f"PCA expects a (samples, features) matrix, got shape {tuple(h.shape)}")
+    if h.shape[0] < 2:
+        raise ValueError(f"a covariance needs at least 2 token vectors, got {h.shape[0]}")
+    h = h.float()
+    if not torch.isfinite(h).all():
+        raise ValueError("activations contain NaN or inf; the candidate's forward pass is numerically broken")
+    centred = h - h.mean(dim=0, keepdim=True)
+    cov = centred.T @ centred / (h.shape[0] - 1)
+    eig = torch.linalg.eigvalsh(cov).flip(0).clamp_min(0.0)
+    if not torch.isfinite(eig.sum()):
+        raise ValueError("covariance of the activations overflowed float32")
+    return eig
+
+
+def dim_from_spectrum(eig: torch.Tensor, eta: float) -> int:
+    """Smallest k whose top-k eigenvalues hold >= eta of the total; 0 for zero total variance."""
+    total = eig.sum()
+    if total <= 0:
+        return 0
+    share = torch.cumsum(eig, 0) / total
+    # A hair of slack so that eta=1 is met by the float sum instead of never.
+    k = int(torch.searchsorted(share, torch.tensor(eta - 1e-6, device=share.device)).item()) + 1
+    return min(k, eig.numel())
+
+
 def pca_dim(h: torch.Tensor, eta: float = 0.99) -> int:
     """Smallest k whose top-k eigenvalues of the column covariance of ``h`` hold >= eta of the variance.
 
@@ -40,46 +68,16 @@ def pca_dim(h: torch.Tensor, eta: float = 0.99) -> int:
         (1, 2)
     """
     eta = check_eta(eta)
-    if h.dim() != 2:
-        raise ValueError(f"pca_dim expects a (samples, features) matrix, got shape {tuple(h.shape)}")
-    if h.shape[0] < 2:
-        raise ValueError(f"a covariance needs at least 2 token vectors, got {h.shape[0]}")
-    h = h.float()
-    if not torch.isfinite(h).all():
-        raise ValueError("activations contain NaN or inf; the candidate's forward pass is numerically broken")
-    centred = h - h.mean(dim=0, keepdim=True)
-    cov = centred.T @ centred / (h.shape[0] - 1)
-    eig = torch.linalg.eigvalsh(cov).flip(0).clamp_min(0.0)
-    total = eig.sum()
-    if not torch.isfinite(total):
-        raise ValueError("covariance of the activations overflowed float32")
-    if total <= 0:
-        return 0
-    share = torch.cumsum(eig, 0) / total
-    # A hair of slack so that eta=1 is met by the float sum instead of never.
-    k = int(torch.searchsorted(share, torch.tensor(eta - 1e-6, device=share.device)).item()) + 1
-    return min(k, eig.numel())
+    return dim_from_spectrum(spectrum(h), eta)
 
 
-def layer_pca_dims(
-    model: CandidateModel, batch: TextBatch, *, eta: float = 0.99, eta_mobilebert: float | None = None
-) -> list[int]:
-    """PCA_dim of every layer's FFN first-linear output, from one forward pass without gradients.
-
-    ``eta_mobilebert`` gives MobileBERT blocks their own threshold (the W-PCA reference code uses
-    0.9 there, the paper 0.99 everywhere); ``None`` uses ``eta``.
-    """
-    eta = check_eta(eta)
-    if eta_mobilebert is not None:
-        check_eta(eta_mobilebert, "eta_mobilebert")
+def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
+    """The covariance spectrum of every layer's FFN first-linear output, from one forward pass
+    without gradients (padding positions, if the mask has any, left out)."""
     layers = model.ffn_input_linears()
-    etas = [
-        eta_mobilebert if eta_mobilebert is not None and getattr(cfg, "block", None) == "mobilebert" else eta
-        for cfg in model.config.layers
-    ]
     keep = batch.attention_mask.reshape(-1).bool()
     keep = None if bool(keep.all()) else keep.to(next(model.parameters()).device)
-    dims: list[int | None] = [None] * len(layers)
+    spectra: list[torch.Tensor | None] = [None] * len(layers)
     errors: list[str] = []
 
     def hook_for(i: int):
@@ -88,7 +86,7 @@ def layer_pca_dims(
             if keep is not None:
                 h = h[keep]
             try:
-                dims[i] = pca_dim(h, etas[i])
+                spectra[i] = spectrum(h)
             except ValueError as err:
                 errors.append(f"layer {i}: {err}")
 
@@ -107,7 +105,25 @@ def layer_pca_dims(
         model.train(was_training)
     if errors:
         raise ValueError("W-PCA cannot score this candidate: " + "; ".join(errors))
-    return [int(d) for d in dims]  # type: ignore[arg-type]
+    return spectra  # type: ignore[return-value]
+
+
+def layer_pca_dims(
+    model: CandidateModel, batch: TextBatch, *, eta: float = 0.99, eta_mobilebert: float | None = None
+) -> list[int]:
+    """PCA_dim of every layer's FFN first-linear output, from one forward pass without gradients.
+
+    ``eta_mobilebert`` gives MobileBERT blocks their own threshold (the W-PCA reference code uses
+    0.9 there, the paper 0.99 everywhere); ``None`` uses ``eta``.
+    """
+    eta = check_eta(eta)
+    if eta_mobilebert is not None:
+        check_eta(eta_mobilebert, "eta_mobilebert")
+    etas = [
+        eta_mobilebert if eta_mobilebert is not None and getattr(cfg, "block", None) == "mobilebert" else eta
+        for cfg in model.config.layers
+    ]
+    return [dim_from_spectrum(eig, e) for eig, e in zip(layer_spectra(model, batch), etas)]
 
 
 def _reduce(dims: list[int], reduce: str) -> float:
