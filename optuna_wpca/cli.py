@@ -245,7 +245,7 @@ def _distill(args: argparse.Namespace) -> int:
         tuned = tempfile.mkdtemp(prefix="optuna-wpca-teacher-")
         cfg = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                           learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
-        metric = finetune_teacher(teacher_path, task, tuned, cfg).metric
+        metric = finetune_teacher(teacher_path, task, tuned, cfg, progress=not args.quiet).metric
         print(f"teacher fine-tuned on {task.name}: dev {task.metric} {metric:.4f}")
         teacher_path = tuned
     teacher = load_teacher(teacher_path, num_labels=task.num_labels, device=args.device)
@@ -256,7 +256,7 @@ def _distill(args: argparse.Namespace) -> int:
                          learning_rate=args.learning_rate, gamma=args.gamma, eval_every=args.eval_every,
                          checkpoint_every=args.eval_every, device=args.device, seed=args.seed)
     kd = distill_top_trials(study, space, task, k=args.k, teacher=teacher, config=config, pruner=pruner,
-                            checkpoint_root=args.checkpoint_dir, save_root=args.save_dir)
+                            checkpoint_root=args.checkpoint_dir, save_root=args.save_dir, progress=not args.quiet)
     for t in kd.trials:
         value = f"{t.value:.4f}" if t.value is not None else "-"
         print(f"  kd trial {t.number}: {t.state.name:<8} dev {task.metric} {value}  zero-cost trial "
@@ -367,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--save-dir", default=None, help="save each trained student here (from_pretrained)")
     distill.add_argument("--seed", type=int, default=0)
     distill.add_argument("--device", default="cpu")
+    distill.add_argument("--quiet", action="store_true", help="no progress bars")
     distill.set_defaults(func=_distill)
 
     export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")

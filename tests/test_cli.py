@@ -121,7 +121,7 @@ def test_distill_top_trials_from_the_cli(tmp_path, space_file, capsys):
                  "--population-size", "3", *FAST]) == 0
     assert main(["distill", "--storage", url, "--study-name", "d", "--k", "2", "--teacher-steps", "2",
                  "--train-examples", "64", "--steps", "4", "--batch-size", "4", "--max-seq-len", "16",
-                 "--eval-every", "2", "--pruner", "none", "--save-dir", str(tmp_path / "students")]) == 0
+                 "--eval-every", "2", "--pruner", "none", "--quiet", "--save-dir", str(tmp_path / "students")]) == 0
     out = capsys.readouterr().out
     assert "teacher fine-tuned on rt-sentiment" in out and out.count("COMPLETE") == 2
     kd = optuna.load_study(study_name="d-kd", storage=url)

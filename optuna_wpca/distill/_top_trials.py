@@ -35,6 +35,7 @@ def distill_top_trials(
     checkpoint_root: str | os.PathLike | None = None,
     save_root: str | os.PathLike | None = None,
     tokenizer: Any = None,
+    progress: bool = False,
 ) -> optuna.Study:
     """Train the ``k`` best architectures of ``study`` as trials of ``<study>-kd`` in the same storage.
 
@@ -74,7 +75,7 @@ def distill_top_trials(
                                   seed=run_config.seed)
         ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None
         result = train(model, task, run_config, teacher=teacher, trial=trial, checkpoint_dir=ckpt,
-                       tokenizer=tokenizer)
+                       tokenizer=tokenizer, progress=progress)
         trial.set_user_attr("train_seconds", result.seconds)
         if save_root:
             out = Path(save_root) / f"{kd.study_name}-trial-{trial.number}"

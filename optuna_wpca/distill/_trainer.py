@@ -174,6 +174,7 @@ def train(
     tokenizer: Any = None,
     trial: optuna.trial.BaseTrial | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
+    progress: bool = False,
 ) -> TrainResult:
     """Train ``model`` on ``task``: with a ``teacher``, by the paper's KD losses; without, on labels.
 
@@ -261,6 +262,9 @@ def train(
 
     start = time.perf_counter()
     n = train_data["input_ids"].shape[0]
+    from tqdm import tqdm
+
+    bar = tqdm(total=config.steps, initial=step, desc=f"training on {task.name}", unit="step", disable=not progress)
     try:
         while step < config.steps:
             idx = torch.from_numpy(_batch_indices(n, config.batch_size, step, config.seed))
@@ -278,6 +282,7 @@ def train(
             optimizer.step()
             scheduler.step()
             step += 1
+            bar.update(1)
             if step % config.eval_every == 0 or step == config.steps:
                 if general:
                     metric = _dev_kd_loss(model, teacher, dev_data, projections, recorder_s, recorder_t, mapping,
@@ -298,6 +303,7 @@ def train(
                     "config": dataclasses.asdict(config),
                 })
     finally:
+        bar.close()
         for rec in (recorder_s, recorder_t):
             if rec is not None:
                 rec.remove()
@@ -348,7 +354,7 @@ def _dev_kd_loss(model, teacher, data, projections, rec_s, rec_t, mapping, confi
 
 def finetune_teacher(
     path: str | os.PathLike, task: Task, out_dir: str | os.PathLike, config: TrainConfig | None = None,
-    *, tokenizer: Any = None,
+    *, tokenizer: Any = None, progress: bool = False,
 ) -> TrainResult:
     """Fine-tune a pretrained BERT-family model on ``task`` (labels) and save it to ``out_dir``."""
     from optuna_wpca.distill._models import load_teacher
@@ -357,7 +363,7 @@ def finetune_teacher(
     model = load_teacher(path, num_labels=task.num_labels, device=config.device)
     if tokenizer is None and (Path(path) / "tokenizer.json").is_file():
         tokenizer = load_tokenizer(str(path))
-    result = train(model, task, config, tokenizer=tokenizer)
+    result = train(model, task, config, tokenizer=tokenizer, progress=progress)
     model.save_pretrained(str(out_dir))
     if tokenizer is not None:
         tokenizer.save_pretrained(str(out_dir))
