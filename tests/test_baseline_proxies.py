@@ -71,3 +71,16 @@ def test_lt_only_model_has_no_heads(small_batch):
     model = space.build(space.sample(0), seed=0)
     result = compute_proxy("head_confidence", model, small_batch)
     assert result.value == 0.0 and result.parts["heads"] == 0
+
+
+def test_peak_memory_grows_with_the_sequence(small_batch):
+    from optuna_wpca import text_batch
+
+    space = SPACES["decoder"]
+    model = space.build(space.sample(0), seed=0)
+    batch = text_batch(batch_size=1, seq_len=128)
+    long = compute_proxy("peak_memory", model, batch).parts
+    short = compute_proxy("peak_memory", model, batch, latency_seq_len=16).parts
+    weights = sum(p.numel() * 4 for p in model.parameters()) / 2**20
+    assert long["weights_mb"] == pytest.approx(weights)
+    assert long["activations_mb"] > short["activations_mb"] > 0

@@ -46,3 +46,8 @@ def test_distributed_on_postgres(tmp_path, postgres_url):
     import optuna
 
     assert len(optuna.load_study(study_name="ex", storage=postgres_url).trials) == 8
+
+
+def test_decoder_pareto(tmp_path):
+    out = run("decoder_pareto.py", "--n-trials", "6", "--population-size", "3", "--out", "d.png", cwd=tmp_path)
+    assert "Pareto-optimal decoders" in out and (tmp_path / "d.png").stat().st_size > 1000

@@ -57,3 +57,49 @@ def latency(
     if device.type == "cuda":
         parts["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return ProxyResult(parts["latency_ms"], parts)
+
+
+@register_proxy("peak_memory", needs_grad=False,
+                description="peak memory of one forward pass in MB: weights plus the allocator's activation peak")
+def peak_memory(
+    model: CandidateModel,
+    batch: TextBatch,
+    *,
+    latency_batch_size: int = 1,
+    latency_seq_len: int = 128,
+) -> ProxyResult:
+    """Measured on the device the model is on, for the same input as ``latency``.
+
+    On CUDA, ``torch.cuda.max_memory_allocated`` over one pass. On the CPU, the profiler's memory
+    events of one pass (allocations and frees in time order) give the activation peak above what
+    was allocated before; the weights are added to both.
+    """
+    device = next(model.parameters()).device
+    ids = batch.input_ids[:latency_batch_size, :latency_seq_len].to(device)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            model(ids)  # warm-up: lazy allocations are not the model's
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+                base = torch.cuda.memory_allocated(device)
+                torch.cuda.reset_peak_memory_stats(device)
+                model(ids)
+                torch.cuda.synchronize(device)
+                activations = torch.cuda.max_memory_allocated(device) - base
+            else:
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                    model(ids)
+                current = activations = 0
+                for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+                    current += event.self_cpu_memory_usage
+                    activations = max(activations, current)
+    finally:
+        model.train(was_training)
+    mb = (weights + activations) / 2**20
+    return ProxyResult(mb, {"peak_memory_mb": mb, "weights_mb": weights / 2**20,
+                            "activations_mb": activations / 2**20, "input": list(ids.shape)})
