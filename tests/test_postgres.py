@@ -40,3 +40,13 @@ def test_four_workers_on_one_postgres_study(postgres_url, tmp_path):
     generations = collections.Counter(t.system_attrs["WPCASampler:generation"] for t in trials)
     assert sum(generations.values()) == 40 and max(generations) >= 2
     assert all(t.user_attrs["feasible"] for t in trials)
+    # The same budget in one process, for the record: parallel GA generations are noisier, so this is
+    # reported, and only sanity-checked.
+    single_script = tmp_path / "single.py"
+    single_script.write_text(WORKER.replace('study_name="pg"', 'study_name="pg-single"'))
+    optuna.create_study(study_name="pg-single", storage=postgres_url, direction="maximize")
+    assert subprocess.run([sys.executable, str(single_script), postgres_url, "40", "0"], timeout=600).returncode == 0
+    single = optuna.load_study(study_name="pg-single", storage=postgres_url)
+    assert len(single.trials) == 40
+    print(f"\nbest W-PCA: 4 workers {study.best_value:.6g}, 1 worker {single.best_value:.6g} (40 trials each)")
+    assert study.best_value > 0 and single.best_value > 0
