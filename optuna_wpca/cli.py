@@ -211,16 +211,26 @@ def _export(args: argparse.Namespace) -> int:
         if not matches:
             raise CLIError(f"study {args.study_name!r} has no trial {args.trial}")
         trial = matches[0]
-    arch = space.from_params(trial.params)
-    model = space.build(arch, seed=args.seed)
+    arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
     out = Path(args.out)
-    model.save_pretrained(out)
+    trained = trial.user_attrs.get("saved_to")
+    if trained:  # a trial of a "<study>-kd" study: the distilled student, weights and task head
+        import shutil
+
+        if not Path(trained).is_dir():
+            raise CLIError(f"trial {trial.number} was saved to {trained!r}, which no longer exists")
+        shutil.copytree(trained, out, dirs_exist_ok=True)
+    else:
+        space.build(arch, seed=args.seed).save_pretrained(out)
     (out / "architecture.json").write_text(json.dumps({
         "study": study.study_name, "trial": trial.number, "space": space.to_dict(), "params": trial.params,
         "architecture": arch.to_dict(), "num_params": space.num_params(arch), "seed": args.seed,
+        "trained": bool(trained),
     }, indent=2) + "\n")
-    print(f"exported trial {trial.number} ({space.num_params(arch):,} parameters, untrained, seed {args.seed}) "
-          f"to {out}; load it with optuna_wpca.CandidateModel.from_pretrained({str(out)!r})")
+    what = "distilled student" if trained else f"untrained, seed {args.seed}"
+    loader = "optuna_wpca.distill.StudentClassifier" if trained else "optuna_wpca.CandidateModel"
+    print(f"exported trial {trial.number} ({space.num_params(arch):,} parameters, {what}) to {out}; "
+          f"load it with {loader}.from_pretrained({str(out)!r})")
     return 0
 
 

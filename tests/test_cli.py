@@ -129,6 +129,11 @@ def test_distill_top_trials_from_the_cli(tmp_path, space_file, capsys):
     from optuna_wpca.distill import StudentClassifier
 
     assert StudentClassifier.from_pretrained(kd.trials[0].user_attrs["saved_to"]).num_labels == 2
+    out = tmp_path / "exported-student"
+    assert main(["export", "--storage", url, "--study-name", "d-kd", "--out", str(out)]) == 0
+    assert "distilled student" in capsys.readouterr().out
+    assert json.loads((out / "architecture.json").read_text())["trained"] is True
+    assert StudentClassifier.from_pretrained(out).num_labels == 2
 
 
 def test_distill_with_a_missing_teacher_is_one_line(tmp_path, space_file):
