@@ -21,7 +21,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--storage", default="sqlite:///two_stage.db")
 parser.add_argument("--search-trials", type=int, default=40)
 parser.add_argument("--kd-trials", type=int, default=6)
-parser.add_argument("--steps", type=int, default=90)
+parser.add_argument("--steps", type=int, default=270)
 parser.add_argument("--teacher-steps", type=int, default=60)
 parser.add_argument("--train-examples", type=int, default=3000)
 args = parser.parse_args()
@@ -48,7 +48,7 @@ teacher = load_teacher(teacher_dir, num_labels=2)
 kd = distill_top_trials(
     study, space, task, k=3, teacher=teacher, n_trials=args.kd_trials,
     config=TrainConfig(steps=args.steps, batch_size=16, max_seq_len=48, eval_every=args.steps // 9),
-    hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 1e-4, 3e-3, log=True)},
+    hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 5e-4, 4e-3, log=True)},
     pruner=optuna.pruners.HyperbandPruner(min_resource=args.steps // 9, max_resource=args.steps, reduction_factor=3),
 )
 states = [t.state.name for t in kd.trials]
