@@ -13,6 +13,7 @@ requested number. The test suite calls :func:`run`; this script writes
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -61,7 +62,7 @@ WORKER = textwrap.dedent(
 )
 
 
-def run(url: str, *, workers: int = 4, trials: int = 24, kill: bool = True, delay: float = 0.3,
+def run(url: str, *, workers: int = 4, trials: int = 24, kill: bool = True, delay: float = 1.0,
         name: str | None = None, workdir: str | os.PathLike = ".") -> dict:
     name = name or f"reliability-{int(time.time() * 1000)}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -76,8 +77,11 @@ def run(url: str, *, workers: int = 4, trials: int = 24, kill: bool = True, dela
         victim = procs[0]
         deadline = time.time() + 300
         while killed_trial is None and time.time() < deadline:
+            # Only a trial that started less than half an evaluation ago: the kill must land mid-trial.
+            now = datetime.datetime.now()
             running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                       if t.user_attrs.get("worker") == victim.pid]
+                       if t.user_attrs.get("worker") == victim.pid
+                       and (now - t.datetime_start).total_seconds() < delay / 2]
             done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             if running and done >= workers:
                 victim.send_signal(signal.SIGKILL)

@@ -6,6 +6,8 @@ Every worker opens the same study in the PostgreSQL storage and calls study.opti
 keeps its generations in the storage, so the workers share one genetic search. A heartbeat marks
 the trial of a killed worker FAIL and RetryHeartbeatStaleTrialCallback re-queues it for the others.
 On one host without a database server, use --storage journal:///path/to/file.log instead.
+On a brand-new database, start one worker first (or create the study once): workers that start at the
+same instant race to create Optuna's tables.
 """
 
 import argparse

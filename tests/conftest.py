@@ -35,5 +35,8 @@ def postgres_url():
         if os.environ.get("CI"):
             pytest.fail(message)  # CI must have a server: .ci/run installs it
         pytest.skip(message)
+    import optuna
+
+    optuna.storages.RDBStorage(url)  # create the schema once, before any workers race to create it
     yield url
     server.stop()

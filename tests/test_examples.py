@@ -37,6 +37,9 @@ def test_custom_space_and_proxy(tmp_path):
 
 
 def test_distributed_on_postgres(tmp_path, postgres_url):
+    import optuna
+
+    optuna.create_study(study_name="ex", storage=postgres_url, direction="maximize")  # once, as the docs say
     procs = [subprocess.Popen([sys.executable, str(EXAMPLES / "distributed_postgres.py"), "--storage", postgres_url,
                                "--study-name", "ex", "--n-trials", "4", "--batch-size", "4", "--seq-len", "16"],
                               cwd=tmp_path, stdout=subprocess.PIPE, text=True) for _ in range(2)]
