@@ -191,16 +191,21 @@ def _head_tensors(model: CandidateModel, batch: TextBatch, seed: int, with_grad:
     return probs, outputs
 
 
+def _average_over_heads(per_layer: list[torch.Tensor]) -> ProxyResult:
+    """Mean of per-head scores (one tensor of heads per attention module); 0 when there is no head."""
+    if not per_layer:
+        return ProxyResult(0.0, {"heads": 0})
+    heads = torch.cat(per_layer)
+    return ProxyResult(float(heads.mean()), {"heads": int(heads.numel())})
+
+
 @register_proxy("head_importance", needs_grad=True,
                 description="Michel et al. 2019: |A_h . dL/dA_h| per head, averaged over heads")
 def head_importance(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
     with _scoring(model):
         _, outputs = _head_tensors(model, batch, seed, with_grad=True)
         scores = [(out.detach() * out.grad).sum(dim=(2, 3)).abs().mean(0) for out in outputs if out.grad is not None]
-    if not scores:
-        return ProxyResult(0.0, {"heads": 0})
-    heads = torch.cat(scores)
-    return ProxyResult(float(heads.mean()), {"heads": int(heads.numel())})
+    return _average_over_heads(scores)
 
 
 @register_proxy("head_confidence", needs_grad=False,
@@ -208,10 +213,7 @@ def head_importance(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -
 def head_confidence(model: CandidateModel, batch: TextBatch) -> ProxyResult:
     with _scoring(model):
         probs, _ = _head_tensors(model, batch, 0, with_grad=False)
-    if not probs:
-        return ProxyResult(0.0, {"heads": 0})
-    per_head = torch.cat([p.max(dim=-1).values.mean(dim=(0, 2)) for p in probs])
-    return ProxyResult(float(per_head.mean()), {"heads": int(per_head.numel())})
+    return _average_over_heads([p.max(dim=-1).values.mean(dim=(0, 2)) for p in probs])
 
 
 @register_proxy("softmax_confidence", needs_grad=False,
@@ -219,7 +221,4 @@ def head_confidence(model: CandidateModel, batch: TextBatch) -> ProxyResult:
 def softmax_confidence(model: CandidateModel, batch: TextBatch) -> ProxyResult:
     with _scoring(model):
         _, outputs = _head_tensors(model, batch, 0, with_grad=False)
-    if not outputs:
-        return ProxyResult(0.0, {"heads": 0})
-    per_head = torch.cat([F.softmax(o, dim=-1).max(dim=-1).values.mean(dim=(0, 2)) for o in outputs])
-    return ProxyResult(float(per_head.mean()), {"heads": int(per_head.numel())})
+    return _average_over_heads([F.softmax(o, dim=-1).max(dim=-1).values.mean(dim=(0, 2)) for o in outputs])
