@@ -3,6 +3,10 @@
     python benchmarks/search.py            # W-PCA-Small, 15.7M budget, 1,000 evaluations x 3 seeds
     python benchmarks/search.py --quick    # a few-minute version of the same
 
+Each finished (sampler, seed) run is saved at once to ``<json>.partial`` and skipped when the script is
+started again, so a stopped benchmark resumes where it was; seeds run in the outer loop so that a
+partial result compares every sampler on the same seeds.
+
 An evaluation is a completed, feasible trial (a built and scored candidate). Samplers that propose
 over-budget candidates get them pruned before any model is built; those proposals are counted
 separately (``infeasible_proposals``) and cost no evaluation. Writes the JSON and a convergence plot
@@ -70,7 +74,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=1000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--population", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--budget", type=float, default=15.7e6)
     parser.add_argument("--samplers", nargs="+", default=["wpca_ga", "random", "tpe", "nsgaii"])
@@ -85,10 +89,29 @@ def main() -> None:
 
     space = WPCASpace.small()
     batch = text_batch(batch_size=args.batch_size, seq_len=args.seq_len, seed=0)
+    partial_path = Path(args.json + ".partial")
+    settings = {"batch": [args.batch_size, args.seq_len], "evaluations": args.evaluations,
+                "population": args.population, "budget_params": args.budget}
+    done: dict = {}
+    if partial_path.exists():
+        saved = json.loads(partial_path.read_text())
+        if saved["settings"] == settings:
+            done = saved["runs"]
+            print(f"resuming: {len(done)} finished runs in {partial_path}", flush=True)
+    for seed in args.seeds:
+        for name in args.samplers:
+            key = f"{name}/{seed}"
+            if key in done:
+                continue
+            done[key] = run(name, space, args.budget, seed, batch, args.evaluations, args.population,
+                            20 * args.evaluations)
+            print(f"{key:<10} best {done[key]['best']:.4g}  {done[key]['seconds']:.0f} s  infeasible proposals "
+                  f"{done[key]['infeasible_proposals']}", flush=True)
+            partial_path.parent.mkdir(parents=True, exist_ok=True)
+            partial_path.write_text(json.dumps({"settings": settings, "runs": done}))
     results: dict = {}
     for name in args.samplers:
-        runs = [run(name, space, args.budget, s, batch, args.evaluations, args.population, 20 * args.evaluations)
-                for s in args.seeds]
+        runs = [done[f"{name}/{s}"] for s in args.seeds]
         results[name] = {key: [r[key] for r in runs] for key in runs[0]}
         best = results[name]["best"]
         print(f"{name:<8} best W-PCA mean {np.mean(best):.4g} min {np.min(best):.4g} max {np.max(best):.4g}  "
@@ -102,6 +125,8 @@ def main() -> None:
         "budget_params": args.budget,
         "seeds": args.seeds,
         "samplers": {k: {kk: vv for kk, vv in v.items() if kk != "curve"} for k, v in results.items()},
+        "summary": {k: {"mean": float(np.mean(v["best"])), "min": float(np.min(v["best"])),
+                        "max": float(np.max(v["best"]))} for k, v in results.items()},
         "machine": f"{platform.machine()}, {platform.system()}, torch threads {__import__('torch').get_num_threads()}",
     }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
