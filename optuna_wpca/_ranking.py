@@ -109,6 +109,7 @@ def rank_proxies(
     options: dict[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
     share: bool = True,
+    checkpoint: str | Path | None = None,
 ) -> dict[str, ProxyRanking]:
     """Score every architecture with every proxy and correlate with the benchmark's scores.
 
@@ -119,6 +120,11 @@ def rank_proxies(
     same candidate with the same options (``ProxyResult.parts["byproducts"]``: W-PCA yields V-PCA)
     is taken from it instead of recomputed; its ``shared_with`` names the
     source and its time is the source's, since that is what computing it costs.
+
+    With ``checkpoint`` (a JSON-lines file), every scored architecture is appended as soon as it is
+    done, and a later call with the same settings skips the entries already there, so a ranking
+    of hundreds of candidates with slow proxies can be stopped and resumed. Seconds are the ones
+    measured when each entry was scored.
     """
     names = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
     check_proxy_options(options or {})
@@ -133,31 +139,80 @@ def rank_proxies(
     for name in names:
         compute_proxy(name, warm, batch, **(options or {}))
     del warm
-    for i in range(n):
-        model = benchmark.space.build(benchmark.archs[i], seed=seed, device=device)
-        byproducts: dict[str, tuple[float, str, float]] = {}
-        for name in names:
-            if share and name in byproducts:
-                value, source, seconds = byproducts[name]
-                results[name].shared_with = source
-            else:
-                sync()
-                start = time.perf_counter()
-                result = compute_proxy(name, model, batch, **(options or {}))
-                sync()
-                seconds, value, source = time.perf_counter() - start, result.value, name
-                for other, v in result.parts.get("byproducts", {}).items():
-                    byproducts.setdefault(other, (float(v), name, seconds))
-            results[name].seconds += seconds
-            results[name].values.append(value)
-        del model
-        if progress:
-            progress(1)
+    settings = {"benchmark": Path(benchmark.path).name, "metric": benchmark.metric, "proxies": names,
+                "batch": list(batch.shape), "seed": seed, "options": options or {}, "share": share,
+                "space": benchmark.space.to_dict()}
+    done = _read_checkpoint(checkpoint, settings) if checkpoint else {}
+    log = None
+    if checkpoint:
+        log = open(checkpoint, "a")
+        if not done and Path(checkpoint).stat().st_size == 0:
+            log.write(json.dumps({"settings": settings}) + "\n")
+    try:
+        for i in range(n):
+            entry = done.get(i) or _score_entry(benchmark, i, names, batch, seed, device, options, share, sync)
+            for name in names:
+                value, seconds, source = entry[name]
+                results[name].values.append(value)
+                results[name].seconds += seconds
+                if source != name:
+                    results[name].shared_with = source
+            if log and i not in done:
+                log.write(json.dumps({"index": i, "id": benchmark.ids[i], "scores": entry}) + "\n")
+                log.flush()
+            if progress:
+                progress(1)
+    finally:
+        if log:
+            log.close()
     truth = benchmark.scores[:n]
     for r in results.values():
         r.kendall_tau = float(kendalltau(r.values, truth)[0])
         r.spearman_rho = float(spearmanr(r.values, truth)[0])
     return results
+
+
+def _score_entry(benchmark, i, names, batch, seed, device, options, share, sync) -> dict[str, tuple]:
+    """``{proxy: (value, seconds, computed_by)}`` for architecture ``i``."""
+    model = benchmark.space.build(benchmark.archs[i], seed=seed, device=device)
+    byproducts: dict[str, tuple[float, float, str]] = {}
+    entry: dict[str, tuple] = {}
+    for name in names:
+        if share and name in byproducts:
+            entry[name] = byproducts[name]
+            continue
+        sync()
+        start = time.perf_counter()
+        result = compute_proxy(name, model, batch, **(options or {}))
+        sync()
+        seconds = time.perf_counter() - start
+        entry[name] = (float(result.value), seconds, name)
+        for other, v in result.parts.get("byproducts", {}).items():
+            byproducts.setdefault(other, (float(v), seconds, name))
+    return entry
+
+
+def _read_checkpoint(path: str | Path, settings: dict[str, Any]) -> dict[int, dict[str, tuple]]:
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return {}
+    lines = path.read_text().splitlines()
+    try:
+        header = json.loads(lines[0])["settings"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(f"checkpoint {str(path)!r} does not start with a ranking settings line") from None
+    if header != json.loads(json.dumps(settings)):
+        changed = sorted(k for k in settings if header.get(k) != json.loads(json.dumps(settings[k])))
+        raise ValueError(f"checkpoint {str(path)!r} was written with other settings ({', '.join(changed)}); "
+                         "use another file or the same settings")
+    done: dict[int, dict[str, tuple]] = {}
+    for line in lines[1:]:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a kill: that entry is scored again
+            continue
+        done[int(record["index"])] = {k: tuple(v) for k, v in record["scores"].items()}
+    return done
 
 
 def format_table(results: dict[str, ProxyRanking]) -> str:

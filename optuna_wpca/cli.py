@@ -55,7 +55,7 @@ def _rank(args: argparse.Namespace) -> int:
     with tqdm(total=n, desc="ranking", unit="arch", disable=args.quiet) as bar:
         results = rank_proxies(
             bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,
-            options=options, progress=bar.update, share=not args.no_share,
+            options=options, progress=bar.update, share=not args.no_share, checkpoint=args.checkpoint,
         )
     print(format_table(results))
     if args.json:
@@ -308,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     rank.add_argument("--no-share", action="store_true",
                       help="compute every proxy separately, even one another proxy yields as a by-product "
                       "(V-PCA comes with W-PCA)")
+    rank.add_argument("--checkpoint", default=None,
+                      help="JSON-lines file: each scored architecture is appended; rerun with the same file and "
+                           "settings to resume a stopped ranking")
     rank.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_batch_options(rank)
     rank.set_defaults(func=_rank)
