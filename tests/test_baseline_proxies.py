@@ -84,3 +84,13 @@ def test_peak_memory_grows_with_the_sequence(small_batch):
     weights = sum(p.numel() * 4 for p in model.parameters()) / 2**20
     assert long["weights_mb"] == pytest.approx(weights)
     assert long["activations_mb"] > short["activations_mb"] > 0
+
+
+@pytest.mark.parametrize("operation", ["LT:DCT", "LT:DFT", "DSC:5", "SA:WMA"])
+def test_gradient_proxies_after_a_wpca_pass_on_the_same_model(operation, small_batch):
+    # W-PCA runs under inference_mode; nothing it caches may break a later gradient proxy.
+    space = FlexiBERTSpace(operations=(operation,))
+    model = space.build(space.sample(0), seed=0)
+    compute_proxy("wpca", model, small_batch)
+    for name in BASELINES:
+        assert math.isfinite(compute_proxy(name, model, small_batch).value)

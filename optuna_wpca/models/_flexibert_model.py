@@ -106,11 +106,14 @@ class ElectraEmbeddings(nn.Module):
 @functools.lru_cache(maxsize=64)
 def _dct_basis(n: int, device: str, dtype: torch.dtype) -> torch.Tensor:
     """Orthonormal DCT-II matrix D with D @ x transforming a length-n vector."""
-    k = torch.arange(n, dtype=torch.float64)[:, None]
-    i = torch.arange(n, dtype=torch.float64)[None, :]
-    basis = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
-    basis[0] /= math.sqrt(2.0)
-    return basis.to(device=device, dtype=dtype)
+    # Cached across calls, so never an inference tensor: a gradient proxy may reuse the basis that a
+    # W-PCA pass (under inference_mode) first created.
+    with torch.inference_mode(False):
+        k = torch.arange(n, dtype=torch.float64)[:, None]
+        i = torch.arange(n, dtype=torch.float64)[None, :]
+        basis = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
+        basis[0] /= math.sqrt(2.0)
+        return basis.to(device=device, dtype=dtype)
 
 
 class LinearTransformMixing(nn.Module):
