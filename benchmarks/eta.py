@@ -35,8 +35,8 @@ def main() -> None:
     n = len(bench.archs) if args.limit is None else min(args.limit, len(bench.archs))
     vpca = {eta: [] for eta in ETAS}
     wpca = {eta: [] for eta in ETAS}
-    for arch in tqdm(bench.archs[:n], desc="spectra", unit="arch"):
-        model = bench.space.build(arch, seed=args.seed)
+    for i in tqdm(range(n), desc="spectra", unit="arch"):
+        model = bench.build(i, seed=args.seed)
         spectra = layer_spectra(model, batch)
         params = model.num_parameters()
         for eta in ETAS:

@@ -49,7 +49,7 @@ def score_runs(bench, picks, proxies, runs, desc):
     seconds = {p: 0.0 for p in proxies}
     for r, (seed, batch) in enumerate(tqdm(runs, desc=desc, unit="run")):
         for a, index in enumerate(picks):
-            model = bench.space.build(bench.archs[index], seed=seed)
+            model = bench.build(index, seed=seed)
             for p in proxies:
                 start = time.perf_counter()
                 values[p][r, a] = compute_proxy(p, model, batch).value

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 from scipy.stats import kendalltau, spearmanr
 
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
-from optuna_wpca.spaces import Architecture, FlexiBERTSpace
+from optuna_wpca.spaces import Architecture, FlexiBERTSpace, SearchSpace, space_from_dict
 
 #: Table 1 of the W-PCA paper (Kendall tau, Spearman rho on NAS-Bench-BERT), printed beside ours.
 PAPER_TABLE1: dict[str, tuple[float, float]] = {
@@ -34,30 +35,46 @@ TRIVIAL_BASELINES = ("num_layers", "params")
 
 @dataclass
 class Benchmark:
-    """Architectures with a ground-truth score each."""
+    """Architectures with a ground-truth score each.
+
+    ``space`` is the one space of every entry (NAS-Bench-BERT); a benchmark of our own format may
+    mix spaces (one per depth, say), and then ``spaces`` holds each entry's.
+    """
 
     archs: list[Architecture]
     scores: list[float]
     ids: list[Any]
-    space: FlexiBERTSpace
+    space: SearchSpace | None
     path: str = ""
     metric: str = "glue"
+    spaces: list[SearchSpace] = field(default_factory=list)
+
+    def space_of(self, i: int) -> SearchSpace:
+        return self.spaces[i] if self.spaces else self.space  # type: ignore[return-value]
+
+    def build(self, i: int, *, seed: int, device: str | torch.device = "cpu"):
+        return self.space_of(i).build(self.archs[i], seed=seed, device=device)
 
 
-def load_benchmark(path: str | Path, *, metric: str = "glue", space: FlexiBERTSpace | None = None) -> Benchmark:
-    """Read a NAS-Bench-BERT ``BERT_benchmark.json``-style file."""
+def load_benchmark(path: str | Path, *, metric: str | None = None, space: FlexiBERTSpace | None = None) -> Benchmark:
+    """Read a trained benchmark: NAS-Bench-BERT's ``BERT_benchmark.json`` (a list of entries, scored
+    by ``glue`` by default) or optuna-wpca's own format (``{"entries": [{"id", "space", "params",
+    "scores"}], "default_metric": ...}``, as ``benchmarks/own_bench.py`` writes it)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist")
     try:
-        entries = json.loads(path.read_text())
+        raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
-    if not isinstance(entries, list) or not entries:
+    if isinstance(raw, dict) and "entries" in raw:
+        return _load_own_benchmark(raw, path, metric)
+    metric = metric or "glue"
+    if not isinstance(raw, list) or not raw:
         raise ValueError(f"benchmark file {str(path)!r} holds no list of entries")
     space = space or FlexiBERTSpace()
     archs, scores, ids = [], [], []
-    for entry in entries:
+    for entry in raw:
         if not isinstance(entry, dict) or metric not in entry.get("scores", {}):
             raise ValueError(f"benchmark entry {entry.get('id', '?') if isinstance(entry, dict) else entry!r} "
                              f"has no scores[{metric!r}]")
@@ -65,6 +82,24 @@ def load_benchmark(path: str | Path, *, metric: str = "glue", space: FlexiBERTSp
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))
     return Benchmark(archs, scores, ids, space, str(path), metric)
+
+
+def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> Benchmark:
+    metric = metric or raw.get("default_metric")
+    entries = [e for e in raw["entries"] if isinstance(e, dict) and metric in e.get("scores", {})]
+    if not metric or len(entries) < 2:
+        raise ValueError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
+    cache: dict[str, SearchSpace] = {}
+    archs, scores, ids, spaces = [], [], [], []
+    for entry in entries:
+        key = json.dumps(entry["space"], sort_keys=True)
+        space = cache.setdefault(key, space_from_dict(entry["space"]))
+        archs.append(space.from_params(entry["params"]))
+        scores.append(float(entry["scores"][metric]))
+        ids.append(entry.get("id", len(ids)))
+        spaces.append(space)
+    only = spaces[0] if len(cache) == 1 else None
+    return Benchmark(archs, scores, ids, only, str(path), metric, spaces=[] if only else spaces)
 
 
 @dataclass
@@ -77,6 +112,8 @@ class ProxyRanking:
     spearman_rho: float = float("nan")
     #: Name of the proxy whose computation also produced this one's values (see ``rank_proxies``).
     shared_with: str | None = None
+    #: Correlations within each depth, when the benchmark has several (see ``_within_depth``).
+    by_depth: dict[str, Any] | None = None
 
     @property
     def seconds_per_1000(self) -> float:
@@ -92,6 +129,8 @@ class ProxyRanking:
         }
         if self.shared_with:
             out["shared_with"] = self.shared_with
+        if self.by_depth:
+            out["within_depth"] = self.by_depth
         if self.name in PAPER_TABLE1:
             tau, rho = PAPER_TABLE1[self.name]
             out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": PAPER_SOURCE}
@@ -135,13 +174,13 @@ def rank_proxies(
         raise ValueError("ranking needs at least 2 architectures")
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     # One untimed pass per proxy, so lazy initialisation (kernels, LAPACK) is not charged to entry 0.
-    warm = benchmark.space.build(benchmark.archs[0], seed=seed, device=device)
+    warm = benchmark.build(0, seed=seed, device=device)
     for name in names:
         compute_proxy(name, warm, batch, **(options or {}))
     del warm
     settings = {"benchmark": Path(benchmark.path).name, "metric": benchmark.metric, "proxies": names,
                 "batch": list(batch.shape), "seed": seed, "options": options or {}, "share": share,
-                "space": benchmark.space.to_dict()}
+                "space": benchmark.space.to_dict() if benchmark.space else "per entry"}
     done = _read_checkpoint(checkpoint, settings) if checkpoint else {}
     log = None
     if checkpoint:
@@ -166,15 +205,35 @@ def rank_proxies(
         if log:
             log.close()
     truth = benchmark.scores[:n]
+    depths = [arch.num_layers for arch in benchmark.archs[:n]]
     for r in results.values():
         r.kendall_tau = float(kendalltau(r.values, truth)[0])
         r.spearman_rho = float(spearmanr(r.values, truth)[0])
+        if len(set(depths)) > 1:
+            r.by_depth = _within_depth(r.values, truth, depths)
     return results
+
+
+def _within_depth(values: list[float], truth: list[float], depths: list[int]) -> dict[str, Any]:
+    """Tau and rho among architectures of one depth, per depth and averaged (weighted by count), so
+    depth itself cannot carry the score. A proxy constant within a depth (depth itself) counts 0 there."""
+    groups: dict[str, Any] = {}
+    for d in sorted(set(depths)):
+        idx = [i for i, x in enumerate(depths) if x == d]
+        if len(idx) < 3:
+            continue
+        v, t = [values[i] for i in idx], [truth[i] for i in idx]
+        groups[str(d)] = {"n": len(idx), "kendall_tau": float(kendalltau(v, t)[0]),
+                          "spearman_rho": float(spearmanr(v, t)[0])}
+    weight = sum(g["n"] for g in groups.values())
+    mean = {key: sum(g["n"] * (0.0 if np.isnan(g[key]) else g[key]) for g in groups.values()) / weight
+            for key in ("kendall_tau", "spearman_rho")} if weight else {}
+    return {"depths": groups, "mean": mean}
 
 
 def _score_entry(benchmark, i, names, batch, seed, device, options, share, sync) -> dict[str, tuple]:
     """``{proxy: (value, seconds, computed_by)}`` for architecture ``i``."""
-    model = benchmark.space.build(benchmark.archs[i], seed=seed, device=device)
+    model = benchmark.build(i, seed=seed, device=device)
     byproducts: dict[str, tuple[float, float, str]] = {}
     entry: dict[str, tuple] = {}
     for name in names:
@@ -216,15 +275,25 @@ def _read_checkpoint(path: str | Path, settings: dict[str, Any]) -> dict[int, di
 
 
 def format_table(results: dict[str, ProxyRanking]) -> str:
-    header = f"{'proxy':<22}{'grad':>5}{'s/1000':>10}{'tau':>8}{'rho':>8}{'paper tau':>11}{'paper rho':>11}"
+    depth = any(r.by_depth and r.by_depth["mean"] for r in results.values())
+    header = f"{'proxy':<22}{'grad':>5}{'s/1000':>10}{'tau':>8}{'rho':>8}"
+    header += f"{'depth tau':>11}{'depth rho':>11}" if depth else ""
+    header += f"{'paper tau':>11}{'paper rho':>11}"
     lines = [header, "-" * len(header)]
     for r in results.values():
         tau, rho = PAPER_TABLE1.get(r.name, (float("nan"), float("nan")))
         paper = f"{tau:>11.3f}{rho:>11.3f}" if r.name in PAPER_TABLE1 else f"{'-':>11}{'-':>11}"
+        within = ""
+        if depth:
+            mean = (r.by_depth or {}).get("mean") or {"kendall_tau": float("nan"), "spearman_rho": float("nan")}
+            within = f"{mean['kendall_tau']:>11.3f}{mean['spearman_rho']:>11.3f}"
         lines.append(
             f"{r.name:<22}{'yes' if r.needs_grad else 'no':>5}{r.seconds_per_1000:>10.1f}"
-            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{paper}"
+            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{paper}"
             + (f"  (computed with {r.shared_with})" if r.shared_with else "")
         )
-    lines.append(f"paper columns: {PAPER_SOURCE}")
+    if depth:
+        lines.append("depth tau/rho: correlation among architectures of the same depth, averaged over depths "
+                     "(weighted by count)")
+    lines.append(f"paper columns: {PAPER_SOURCE} (NAS-Bench-BERT)")
     return "\n".join(lines)

@@ -61,7 +61,7 @@ def _rank(args: argparse.Namespace) -> int:
     if args.json:
         out = {
             "benchmark": str(args.benchmark),
-            "metric": args.metric,
+            "metric": bench.metric,
             "n": n,
             "batch": list(batch.shape),
             "seed": args.seed,
@@ -294,7 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "default: wpca, vpca, params)")
     rank.add_argument("--json", help="also write the results to this JSON file")
     rank.add_argument("--limit", type=int, default=None, help="use only the first N architectures")
-    rank.add_argument("--metric", default="glue", help="score to rank against (default glue)")
+    rank.add_argument("--metric", default=None,
+                      help="score to rank against (default: glue for NAS-Bench-BERT, the file's default_metric "
+                           "for an optuna-wpca benchmark)")
     rank.add_argument("--seed", type=int, default=42, help="initialisation seed of every candidate (default 42)")
     rank.add_argument("--eta", type=float, default=0.99, help="PCA variance threshold in (0, 1] (default 0.99)")
     rank.add_argument("--eta-mobilebert", type=float, default=None,

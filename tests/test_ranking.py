@@ -43,3 +43,46 @@ def test_a_checkpoint_from_other_settings_is_refused(bench, tmp_path):
     (tmp_path / "junk.jsonl").write_text("not json\n")
     with pytest.raises(ValueError, match="does not start with a ranking settings line"):
         rank_proxies(bench, ["wpca"], batch=text_batch(**BATCH), limit=2, checkpoint=tmp_path / "junk.jsonl")
+
+
+def own_benchmark_file(tmp_path):
+    """Scores rise with size within a depth but fall with depth: #params must score 1 within depth."""
+    import numpy as np
+
+    from optuna_wpca import WPCASpace
+
+    entries = []
+    for depth in (2, 3):
+        space = WPCASpace(num_layers=depth, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+        for j in range(4):
+            arch = space.sample(np.random.default_rng(10 * depth + j))
+            entries.append({"id": f"d{depth}-{j}", "space": space.to_dict(), "params": space.to_params(arch),
+                            "num_params": space.num_params(arch)})
+    for e in entries:
+        depth = e["space"]["num_layers"]
+        e["scores"] = {"kd": -1e9 * depth + e["num_params"]}
+    path = tmp_path / "own.json"
+    path.write_text(json.dumps({"default_metric": "kd", "entries": entries}))
+    return path
+
+
+def test_own_format_ranks_within_each_depth(tmp_path):
+    bench = load_benchmark(own_benchmark_file(tmp_path))
+    assert bench.metric == "kd" and len(bench.archs) == 8 and bench.space is None
+    result = rank_proxies(bench, ["params"], batch=text_batch(**BATCH))
+    within = result["params"].by_depth
+    assert set(within["depths"]) == {"2", "3"}
+    assert within["mean"]["kendall_tau"] == pytest.approx(1.0)
+    assert result["params"].kendall_tau < 0.5  # deeper models are bigger but score lower overall
+    assert result["num_layers"].by_depth["mean"]["kendall_tau"] == pytest.approx(0.0)
+
+
+def test_cli_rank_on_an_own_benchmark(tmp_path, capsys):
+    from optuna_wpca.cli import main
+
+    out = tmp_path / "rank.json"
+    assert main(["rank", "--benchmark", str(own_benchmark_file(tmp_path)), "--proxy", "wpca", "--json", str(out),
+                 "--batch-size", "4", "--seq-len", "16", "--quiet"]) == 0
+    assert "depth tau" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["metric"] == "kd" and "within_depth" in data["proxies"]["wpca"]
