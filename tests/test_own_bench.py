@@ -1,0 +1,64 @@
+"""The own-benchmark builder: stratified sampling, resumable runs as trials, the exported file ranks."""
+
+import json
+import os
+import socket
+import sys
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import own_bench  # noqa: E402
+
+from optuna_wpca._ranking import load_benchmark, rank_proxies  # noqa: E402
+from optuna_wpca import text_batch  # noqa: E402
+
+
+def test_every_depth_and_size_cell_gets_the_same_number():
+    archs = own_bench.sample_architectures(60, [4, 5, 6], 256, (0.6e6, 1.6e6), 4, seed=0)
+    assert len(archs) == 60 and len({a["id"] for a in archs}) == 60
+    cells = Counter((a["space"].num_layers, a["bucket"]) for a in archs)
+    assert set(cells.values()) == {5} and len(cells) == 12
+    edges = [0.6e6, 0.85e6, 1.1e6, 1.35e6, 1.6e6]
+    assert all(edges[a["bucket"]] <= a["num_params"] < edges[a["bucket"] + 1] for a in archs)
+    assert len({json.dumps(a["space"].to_params(a["arch"]), sort_keys=True) for a in archs}) == 60
+
+
+def test_a_band_no_depth_can_fill_is_refused():
+    with pytest.raises(ValueError, match="depth 1 has too few architectures"):
+        own_bench.sample_architectures(4, [1], 32, (50_000, 60_000), 2, seed=0)
+
+
+TINY = ["--n", "4", "--depths", "1", "2", "--hidden", "32", "--band", "1100", "7500", "--buckets", "2",
+        "--steps", "2", "--teacher-steps", "2", "--batch-size", "4", "--max-seq-len", "16"]
+
+
+def test_plan_work_export_resumes_a_dead_workers_run(tmp_path, capsys):
+    work = tmp_path / "work"
+    args = [*TINY, "--work-dir", str(work), "--out", str(tmp_path / "own.json")]
+    own_bench.main(["plan", *args])
+    study = optuna.load_study(study_name="own-bench", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(work / "own_bench.journal"))))
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 4 * 2 * 2
+    # A worker that died mid-run: its trial is RUNNING with a pid that no longer exists.
+    dead = study.ask()
+    dead.set_user_attr("host", socket.gethostname())
+    dead.set_user_attr("pid", 2**22 + 12345)
+    own_bench.main(["plan", *args])  # planning again adds nothing while that run is RUNNING
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 15
+    own_bench.main(["all", *args])
+    out = capsys.readouterr().out
+    assert "of dead worker" in out and "enqueued again" in out
+    data = json.loads((tmp_path / "own.json").read_text())
+    assert data["runs_done"] == data["runs_planned"] == 16
+    jobs = Counter(t.user_attrs["job"] for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
+    assert len(jobs) == 16 and set(jobs.values()) == {1}
+    assert all(set(e["scores"]) == {"labels", "kd"} for e in data["entries"])
+    assert set(data["seed_noise"]) == {"labels", "kd"} and data["versions"]["torch"]
+    bench = load_benchmark(tmp_path / "own.json")
+    assert bench.metric == "kd" and len(bench.archs) == 4
+    result = rank_proxies(bench, ["wpca"], batch=text_batch(batch_size=2, seq_len=8))
+    assert result["wpca"].by_depth is not None
