@@ -54,3 +54,10 @@ def test_distributed_on_postgres(tmp_path, postgres_url):
 def test_decoder_pareto(tmp_path):
     out = run("decoder_pareto.py", "--n-trials", "6", "--population-size", "3", "--out", "d.png", cwd=tmp_path)
     assert "Pareto-optimal decoders" in out and (tmp_path / "d.png").stat().st_size > 1000
+
+
+def test_two_stage_tiny(tmp_path):
+    out = run("two_stage.py", "--storage", f"sqlite:///{tmp_path / 't.db'}", "--search-trials", "6",
+              "--kd-trials", "3", "--steps", "4", "--teacher-steps", "2", "--train-examples", "64", cwd=tmp_path)
+    assert "stage 1: 6 zero-cost trials" in out
+    assert "stage 2:" in out and out.count("from zero-cost trial") == 3
