@@ -184,3 +184,17 @@ class TestOptunaConformance(BasicSamplerTestCase):
     @pytest.fixture
     def sampler(self):
         return lambda: WPCASampler(tiny_space(), population_size=4, seed=0)
+
+
+def test_threads_with_n_jobs_share_the_generations():
+    space = tiny_space()
+    sampler = WPCASampler(space, max_params=space.min_params() * 3, population_size=5, seed=0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(size_objective(space), n_trials=30, n_jobs=3)
+    trials = study.trials
+    assert len(trials) == 30 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert all(space.num_params(space.from_params(t.params)) <= space.min_params() * 3 for t in trials)
+    generations = collections.Counter(t.system_attrs["WPCASampler:generation"] for t in trials)
+    # Threads may overfill a generation by the trials in flight, never skip one.
+    assert sorted(generations) == list(range(len(generations))) and len(generations) >= 4
+    assert all(count >= 5 for g, count in generations.items() if g < max(generations))
