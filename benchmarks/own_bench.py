@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-seq-len", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--teacher-steps", type=int, default=300)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
