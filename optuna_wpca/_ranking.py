@@ -94,7 +94,9 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> 
     archs, scores, ids, spaces = [], [], [], []
     for entry in entries:
         key = json.dumps(entry["space"], sort_keys=True)
-        space = cache.setdefault(key, space_from_dict(entry["space"]))
+        if key not in cache:  # one space object per distinct description, built once
+            cache[key] = space_from_dict(entry["space"])
+        space = cache[key]
         archs.append(space.from_params(entry["params"]))
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))
@@ -266,8 +268,9 @@ def _read_checkpoint(path: str | Path, settings: dict[str, Any]) -> dict[int, di
         header = json.loads(lines[0])["settings"]
     except (json.JSONDecodeError, KeyError, TypeError):
         raise ValueError(f"checkpoint {str(path)!r} does not start with a ranking settings line") from None
-    if header != json.loads(json.dumps(settings)):
-        changed = sorted(k for k in settings if header.get(k) != json.loads(json.dumps(settings[k])))
+    expected = json.loads(json.dumps(settings))  # as it reads back: tuples become lists
+    if header != expected:
+        changed = sorted(k for k in expected if header.get(k) != expected[k])
         raise ValueError(f"checkpoint {str(path)!r} was written with other settings ({', '.join(changed)}); "
                          "use another file or the same settings")
     done: dict[int, dict[str, tuple]] = {}
