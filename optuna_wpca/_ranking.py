@@ -152,7 +152,8 @@ def rank_proxies(
     progress: Callable[[int], None] | None = None,
     share: bool = True,
     checkpoint: str | Path | None = None,
-) -> dict[str, ProxyRanking]:
+    shard: tuple[int, int] | None = None,
+) -> dict[str, ProxyRanking] | None:
     """Score every architecture with every proxy and correlate with the benchmark's scores.
 
     Each candidate is built once (seeded), then each proxy is timed on its own; the building time
@@ -167,7 +168,18 @@ def rank_proxies(
     done, and a later call with the same settings skips the entries already there, so a ranking
     of hundreds of candidates with slow proxies can be stopped and resumed. Seconds are the ones
     measured when each entry was scored.
+
+    With ``shard=(k, m)`` (needs ``checkpoint``), only entries whose index is ``k`` modulo ``m``
+    are scored, so ``m`` processes can share one checkpoint file (each line is appended with one
+    write). The call then returns ``None`` unless the checkpoint holds every entry; a call without
+    ``shard`` on the same file computes the correlations.
     """
+    if shard is not None:
+        k, m = shard
+        if not checkpoint:
+            raise ValueError("shard needs a checkpoint file that the shards share")
+        if not (m >= 1 and 0 <= k < m):
+            raise ValueError(f"shard must be (k, m) with 0 <= k < m, got {shard}")
     names = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
     check_proxy_options(options or {})
     results = {name: ProxyRanking(name, get_proxy(name).needs_grad) for name in names}
@@ -192,6 +204,8 @@ def rank_proxies(
             log.write(json.dumps({"settings": settings}) + "\n")
     try:
         for i in range(n):
+            if shard is not None and i not in done and i % shard[1] != shard[0]:
+                continue
             entry = done.get(i) or _score_entry(benchmark, i, names, batch, seed, device, options, share, sync)
             for name in names:
                 value, seconds, source = entry[name]
@@ -207,6 +221,12 @@ def rank_proxies(
     finally:
         if log:
             log.close()
+    if shard is not None:
+        everything = _read_checkpoint(checkpoint, settings)
+        if any(i not in everything for i in range(n)):
+            return None
+        return rank_proxies(benchmark, proxies, batch=batch, limit=limit, seed=seed, device=device,
+                            options=options, share=share, checkpoint=checkpoint)
     truth = benchmark.scores[:n]
     depths = [arch.num_layers for arch in benchmark.archs[:n]]
     for r in results.values():
@@ -278,6 +298,10 @@ def _read_checkpoint(path: str | Path, settings: dict[str, Any]) -> dict[int, di
         try:
             record = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a kill: that entry is scored again
+            continue
+        if "settings" in record:  # shards that started on an empty file both wrote the header
+            if record["settings"] != expected:
+                raise ValueError(f"checkpoint {str(path)!r} mixes rankings with different settings")
             continue
         done[int(record["index"])] = {k: tuple(v) for k, v in record["scores"].items()}
     return done

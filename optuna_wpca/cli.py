@@ -52,11 +52,27 @@ def _rank(args: argparse.Namespace) -> int:
         args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.batch_seed
     )
     n = len(bench.archs) if args.limit is None else min(args.limit, len(bench.archs))
+    shard = None
+    if args.shard:
+        if not args.checkpoint:
+            raise CLIError("--shard needs --checkpoint: the shards share one checkpoint file")
+        try:
+            k, m = (int(x) for x in args.shard.split("/"))
+        except ValueError:
+            raise CLIError(f"--shard must look like K/M (e.g. 0/2), got {args.shard!r}") from None
+        if not (m >= 1 and 0 <= k < m):
+            raise CLIError(f"--shard K/M needs 0 <= K < M, got {args.shard!r}")
+        shard = (k, m)
     with tqdm(total=n, desc="ranking", unit="arch", disable=args.quiet) as bar:
         results = rank_proxies(
             bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,
             options=options, progress=bar.update, share=not args.no_share, checkpoint=args.checkpoint,
+            shard=shard,
         )
+    if results is None:
+        print(f"shard {args.shard} done; other shards still have entries to score in {args.checkpoint}. "
+              "When every shard has finished, the last one (or a run without --shard) prints the table.")
+        return 0
     print(format_table(results))
     if args.json:
         out = {
@@ -313,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     rank.add_argument("--checkpoint", default=None,
                       help="JSON-lines file: each scored architecture is appended; rerun with the same file and "
                            "settings to resume a stopped ranking")
+    rank.add_argument("--shard", default=None, metavar="K/M",
+                      help="score only entries with index K modulo M, so M processes share one --checkpoint "
+                           "file (the table is printed once the file holds every entry)")
     rank.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_batch_options(rank)
     rank.set_defaults(func=_rank)

@@ -65,6 +65,8 @@ def test_search_then_show(tmp_path, space_file, capsys):
         (["rank", "--benchmark", "/nonexistent.json"], "does not exist"),
         (["rank", "--eta", "1.5", "--limit", "2", "--batch-size", "2", "--seq-len", "8"], "eta must lie in (0, 1]"),
         (["search", "--space", "/nonexistent-space.json"], "does not exist"),
+        (["rank", "--shard", "0/2", "--limit", "2"], "--shard needs --checkpoint"),
+        (["rank", "--shard", "half", "--checkpoint", "c.jsonl", "--limit", "2"], "--shard must look like K/M"),
     ],
 )
 def test_cli_errors_are_one_line(args, message):

@@ -45,6 +45,28 @@ def test_a_checkpoint_from_other_settings_is_refused(bench, tmp_path):
         rank_proxies(bench, ["wpca"], batch=text_batch(**BATCH), limit=2, checkpoint=tmp_path / "junk.jsonl")
 
 
+def test_shards_share_one_checkpoint_and_the_last_one_ranks(bench, tmp_path, monkeypatch):
+    batch = text_batch(**BATCH)
+    whole = rank_proxies(bench, ["wpca"], batch=batch, limit=5)
+    ckpt = tmp_path / "rank.jsonl"
+    scored = []
+    real = _ranking._score_entry
+    monkeypatch.setattr(_ranking, "_score_entry", lambda b, i, *a: scored.append(i) or real(b, i, *a))
+    assert rank_proxies(bench, ["wpca"], batch=batch, limit=5, checkpoint=ckpt, shard=(1, 2)) is None
+    assert scored == [1, 3]
+    # Both shards found the file empty and wrote the header: the copy is tolerated.
+    header = ckpt.read_text().splitlines()[0]
+    ckpt.write_text(header + "\n" + ckpt.read_text())
+    last = rank_proxies(bench, ["wpca"], batch=batch, limit=5, checkpoint=ckpt, shard=(0, 2))
+    assert scored == [1, 3, 0, 2, 4]
+    assert last["wpca"].values == pytest.approx(whole["wpca"].values)
+    assert last["wpca"].kendall_tau == pytest.approx(whole["wpca"].kendall_tau)
+    with pytest.raises(ValueError, match="shard needs a checkpoint"):
+        rank_proxies(bench, ["wpca"], batch=batch, limit=5, shard=(0, 2))
+    with pytest.raises(ValueError, match="0 <= k < m"):
+        rank_proxies(bench, ["wpca"], batch=batch, limit=5, checkpoint=ckpt, shard=(2, 2))
+
+
 def own_benchmark_file(tmp_path):
     """Scores rise with size within a depth but fall with depth: #params must score 1 within depth."""
     import numpy as np
