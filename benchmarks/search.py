@@ -2,6 +2,8 @@
 
     python benchmarks/search.py            # W-PCA-Small, 15.7M budget, 1,000 evaluations x 3 seeds
     python benchmarks/search.py --quick    # a few-minute version of the same
+    python benchmarks/search.py --seeds 1 --no-summary &   # one process per seed on a multi-core machine,
+    python benchmarks/search.py --seeds 2 --no-summary &   # then a plain run writes the summary
 
 Each finished (sampler, seed) run is saved at once to ``<json>.partial`` and skipped when the script is
 started again, so a stopped benchmark resumes where it was; seeds run in the outer loop so that a
@@ -16,7 +18,9 @@ separately (``infeasible_proposals``) and cost no evaluation. Writes the JSON an
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -69,6 +73,28 @@ def run(name, space, budget, seed, batch, evaluations, population, max_proposals
     }
 
 
+def save_run(partial_path: Path, settings: dict, key: str, result: dict) -> dict:
+    """Add one finished run to the partial file and return every run it now holds.
+
+    Several processes may run different seeds into the same file (``--seeds 1`` in one, ``--seeds 2``
+    in another): the file is re-read under an exclusive lock and replaced atomically, so no process
+    overwrites a run that another has saved meanwhile.
+    """
+    partial_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(partial_path.with_name(partial_path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runs: dict = {}
+        if partial_path.exists():
+            saved = json.loads(partial_path.read_text())
+            if saved["settings"] == settings:
+                runs = saved["runs"]
+        runs[key] = result
+        tmp = partial_path.with_name(partial_path.name + f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"settings": settings, "runs": runs}))
+        os.replace(tmp, partial_path)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--evaluations", type=int, default=1000)
@@ -79,9 +105,13 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=15.7e6)
     parser.add_argument("--samplers", nargs="+", default=["wpca_ga", "random", "tpe", "nsgaii"])
     parser.add_argument("--quick", action="store_true", help="100 evaluations, population 20, batch 16 x 32")
+    parser.add_argument("--no-summary", action="store_true",
+                        help="only add runs to the partial file (for one of several processes, each on its own seeds)")
     parser.add_argument("--json", default="benchmarks/results/search.json")
-    parser.add_argument("--plot", default="benchmarks/results/search.png")
+    parser.add_argument("--plot", default=None, help="convergence plot (default: the JSON path with .png)")
     args = parser.parse_args()
+    if args.plot is None:
+        args.plot = str(Path(args.json).with_suffix(".png"))
     if args.quick:
         args.evaluations, args.population, args.batch_size, args.seq_len = 100, 20, 16, 32
         args.json = args.json.replace(".json", "_quick.json")
@@ -107,8 +137,11 @@ def main() -> None:
                             20 * args.evaluations)
             print(f"{key:<10} best {done[key]['best']:.4g}  {done[key]['seconds']:.0f} s  infeasible proposals "
                   f"{done[key]['infeasible_proposals']}", flush=True)
-            partial_path.parent.mkdir(parents=True, exist_ok=True)
-            partial_path.write_text(json.dumps({"settings": settings, "runs": done}))
+            done = save_run(partial_path, settings, key, done[key])
+    missing = [f"{n}/{s}" for s in args.seeds for n in args.samplers if f"{n}/{s}" not in done]
+    if missing or args.no_summary:
+        print(f"not summarised; runs still missing: {missing}")
+        return
     results: dict = {}
     for name in args.samplers:
         runs = [done[f"{name}/{s}"] for s in args.seeds]
