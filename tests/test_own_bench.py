@@ -38,7 +38,8 @@ TINY = ["--n", "4", "--depths", "1", "2", "--hidden", "32", "--band", "1100", "7
 
 def test_plan_work_export_resumes_a_dead_workers_run(tmp_path, capsys):
     work = tmp_path / "work"
-    args = [*TINY, "--work-dir", str(work), "--out", str(tmp_path / "own.json")]
+    args = [*TINY, "--work-dir", str(work), "--storage", str(work / "own_bench.journal"),
+            "--out", str(tmp_path / "own.json")]
     own_bench.main(["plan", *args])
     study = optuna.load_study(study_name="own-bench", storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(work / "own_bench.journal"))))
@@ -47,17 +48,33 @@ def test_plan_work_export_resumes_a_dead_workers_run(tmp_path, capsys):
     dead = study.ask()
     dead.set_user_attr("host", socket.gethostname())
     dead.set_user_attr("pid", 2**22 + 12345)
-    own_bench.main(["plan", *args])  # planning again adds nothing while that run is RUNNING
-    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 15
-    own_bench.main(["all", *args])
+    # A worker of the same host before a reboot, and one of another host (a committed journal picked
+    # up on a new machine): only --takeover treats the second as dead.
+    rebooted = study.ask()
+    for key, value in {"host": socket.gethostname(), "pid": os.getpid(), "boot": "an-earlier-boot"}.items():
+        rebooted.set_user_attr(key, value)
+    elsewhere = study.ask()
+    for key, value in {"host": "another-machine", "pid": os.getpid(), "boot": "x"}.items():
+        elsewhere.set_user_attr(key, value)
+    own_bench.main(["plan", *args])  # planning again adds nothing while those runs are RUNNING
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 13
+    own_bench.main(["work", *args])
     out = capsys.readouterr().out
-    assert "of dead worker" in out and "enqueued again" in out
+    assert out.count("of dead worker") == 2 and "enqueued again" in out
+    running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert [t.user_attrs["host"] for t in running] == ["another-machine"]
+    own_bench.main(["all", "--takeover", *args])
+    out = capsys.readouterr().out
+    assert out.count("of dead worker") == 1
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     data = json.loads((tmp_path / "own.json").read_text())
     assert data["runs_done"] == data["runs_planned"] == 16
     jobs = Counter(t.user_attrs["job"] for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     assert len(jobs) == 16 and set(jobs.values()) == {1}
     assert all(set(e["scores"]) == {"labels", "kd"} for e in data["entries"])
     assert set(data["seed_noise"]) == {"labels", "kd"} and data["versions"]["torch"]
+    (fingerprint, used), = data["teacher"]["fingerprints"].items()
+    assert len(fingerprint) == 64 and used["kd_runs"] == 8 and 0 <= used["dev_accuracy"] <= 1
     bench = load_benchmark(tmp_path / "own.json")
     assert bench.metric == "kd" and len(bench.archs) == 4
     result = rank_proxies(bench, ["wpca"], batch=text_batch(batch_size=2, seq_len=8))

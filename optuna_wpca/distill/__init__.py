@@ -4,11 +4,13 @@ from optuna_wpca.distill._losses import Projections, kd_loss, soft_cross_entropy
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
+from optuna_wpca.distill._teacher_cache import TeacherCache, teacher_fingerprint
 from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
 from optuna_wpca.distill._trainer import (
     TextCorpus,
     TrainConfig,
     TrainResult,
+    cache_teacher,
     evaluate,
     finetune_teacher,
     load_text_corpus,
@@ -21,9 +23,11 @@ __all__ = [
     "Projections",
     "StudentClassifier",
     "Task",
+    "TeacherCache",
     "TextCorpus",
     "TrainConfig",
     "TrainResult",
+    "cache_teacher",
     "evaluate",
     "distill_top_trials",
     "finetune_teacher",
@@ -34,5 +38,6 @@ __all__ = [
     "load_text_corpus",
     "load_teacher",
     "soft_cross_entropy",
+    "teacher_fingerprint",
     "train",
 ]

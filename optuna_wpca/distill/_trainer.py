@@ -19,6 +19,7 @@ from optuna_wpca._text import load_tokenizer
 from optuna_wpca.distill._losses import Projections, kd_loss
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import Recorder, StudentClassifier, student_points, teacher_encoder, teacher_points
+from optuna_wpca.distill._teacher_cache import TeacherCache
 from optuna_wpca.distill._tasks import Task
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
@@ -114,6 +115,37 @@ def _encode(task_rows: list, tokenizer: Any, max_len: int) -> dict[str, torch.Te
     return out
 
 
+def _encode_split(task: "Task | TextCorpus", split: str, tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
+    rows = getattr(task, split)
+    if isinstance(task, TextCorpus):
+        return _encode_text(rows, tokenizer, max_len)
+    return _encode(rows, tokenizer, max_len)
+
+
+def cache_teacher(
+    teacher: nn.Module,
+    task: "Task | TextCorpus",
+    directory: str | os.PathLike,
+    config: TrainConfig | None = None,
+    *,
+    tokenizer: Any = None,
+) -> TeacherCache:
+    """Compute ``teacher``'s KD targets for every training example of ``task`` once, into ``directory``.
+
+    Pass the result to :func:`train` as ``teacher_cache`` to distil any number of students without
+    running the teacher again (``config.max_seq_len`` must be the one the students train with). A
+    cache already in ``directory`` for the same teacher and examples is reused.
+
+    Example:
+        >>> cache = cache_teacher(teacher, task, "work/teacher-cache", TrainConfig(max_seq_len=64))  # doctest: +SKIP
+        >>> train(student, task, config, teacher=teacher, teacher_cache=cache)  # doctest: +SKIP
+    """
+    config = config or TrainConfig()
+    data = _encode_split(task, "train", tokenizer or load_tokenizer(), config.max_seq_len)
+    return TeacherCache.write(directory, teacher, data, batch_size=max(config.batch_size, 64), device=config.device,
+                              extra={"task": task.name, "max_seq_len": config.max_seq_len})
+
+
 def _batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
     """The examples of ``step``: a function of (seed, step) only, so a resumed run sees the same batches."""
     start = step * batch_size
@@ -175,6 +207,7 @@ def train(
     trial: optuna.trial.BaseTrial | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
     progress: bool = False,
+    teacher_cache: TeacherCache | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``task``: with a ``teacher``, by the paper's KD losses; without, on labels.
 
@@ -185,6 +218,9 @@ def train(
 
     With a :class:`TextCorpus` instead of a task, this is the task-agnostic stage: KD on raw text
     with gamma 0 (a teacher is required), scored by the KD loss on the dev text (lower is better).
+
+    A ``teacher_cache`` (from :func:`cache_teacher`, for this teacher, task and ``max_seq_len``)
+    supplies the teacher's training targets instead of a teacher forward pass at every step.
     """
     config = config or TrainConfig()
     device = torch.device(config.device)
@@ -196,11 +232,12 @@ def train(
         if teacher is None:
             raise ValueError("task-agnostic distillation on raw text needs a teacher")
         config = dataclasses.replace(config, gamma=0.0)
-        train_data = _encode_text(task.train, tokenizer, config.max_seq_len)
-        dev_data = _encode_text(task.dev, tokenizer, config.max_seq_len)
-    else:
-        train_data = _encode(task.train, tokenizer, config.max_seq_len)
-        dev_data = _encode(task.dev, tokenizer, config.max_seq_len)
+    train_data = _encode_split(task, "train", tokenizer, config.max_seq_len)
+    dev_data = _encode_split(task, "dev", tokenizer, config.max_seq_len)
+    if teacher_cache is not None:
+        if teacher is None:
+            raise ValueError("a teacher_cache is given but no teacher: pass the teacher it was computed from")
+        teacher_cache.check(train_data["input_ids"], teacher)
     if isinstance(model, StudentClassifier) and config.max_seq_len > model.encoder.config.max_position_embeddings:
         raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
     model.to(device).train()
@@ -273,7 +310,9 @@ def train(
                 loss = _task_loss(_logits(model, batch), batch["labels"], task.is_regression)
                 parts = {"labels": loss.item()}
             else:
-                loss, parts = _kd_step(model, teacher, batch, projections, recorder_s, recorder_t, mapping, config)
+                cached = teacher_cache.targets(idx, device) if teacher_cache is not None else None
+                loss, parts = _kd_step(model, teacher, batch, projections, recorder_s, recorder_t, mapping, config,
+                                       cached)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training loss became {float(loss)} at step {step}; lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
@@ -321,20 +360,23 @@ def _output_widths(model: StudentClassifier, points: dict, data: dict, device: A
         rec.remove()
 
 
-def _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config):
+def _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config, cached=None):
     rec_s.clear()
     rec_t.clear()
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
-    with torch.no_grad():
-        t_out = teacher(**inputs)
-    t_logits = t_out.logits if hasattr(t_out, "logits") else None
+    if cached is None:
+        with torch.no_grad():
+            t_out = teacher(**inputs)
+        t_logits = t_out.logits if hasattr(t_out, "logits") else None
+        teacher_side = {"embeddings": rec_t.outputs["embeddings"][0], "attention": rec_t.outputs["attention"],
+                        "ffn": rec_t.outputs["ffn"]}
+        if t_logits is not None:
+            teacher_side["logits"] = t_logits
+    else:
+        teacher_side = cached
     s_logits = model(**inputs)
     student = {"embeddings": rec_s.outputs["embeddings"][0], "attention": rec_s.outputs["attention"],
                "ffn": rec_s.outputs["ffn"], "logits": s_logits}
-    teacher_side = {"embeddings": rec_t.outputs["embeddings"][0], "attention": rec_t.outputs["attention"],
-                    "ffn": rec_t.outputs["ffn"]}
-    if t_logits is not None:
-        teacher_side["logits"] = t_logits
     return kd_loss(student, teacher_side, projections, mapping, gamma=config.gamma, temperature=config.temperature)
 
 
@@ -371,4 +413,4 @@ def finetune_teacher(
     return result
 
 
-__all__ = ["TextCorpus", "TrainConfig", "TrainResult", "evaluate", "finetune_teacher", "load_text_corpus", "train"]
+__all__ = ["TextCorpus", "TrainConfig", "TrainResult", "cache_teacher", "evaluate", "finetune_teacher", "load_text_corpus", "train"]
