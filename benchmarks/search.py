@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+import torch
 from optuna.trial import TrialState
 
 from optuna_wpca import WPCASampler, WPCASpace, ZeroCostObjective, text_batch
@@ -70,6 +71,7 @@ def run(name, space, budget, seed, batch, evaluations, population, max_proposals
         "infeasible_proposals": proposals - len(curve),
         "max_completed_params": max(t.user_attrs["num_params"] for t in completed),
         "cache_hits": sum(bool(t.user_attrs.get("cached")) for t in completed),
+        "torch_threads": torch.get_num_threads(),
     }
 
 
@@ -145,7 +147,7 @@ def main() -> None:
     results: dict = {}
     for name in args.samplers:
         runs = [done[f"{name}/{s}"] for s in args.seeds]
-        results[name] = {key: [r[key] for r in runs] for key in runs[0]}
+        results[name] = {key: [r.get(key) for r in runs] for key in runs[0]}
         best = results[name]["best"]
         print(f"{name:<8} best W-PCA mean {np.mean(best):.4g} min {np.min(best):.4g} max {np.max(best):.4g}  "
               f"seconds {np.mean(results[name]['seconds']):.0f}  infeasible proposals "
@@ -160,7 +162,8 @@ def main() -> None:
         "samplers": {k: {kk: vv for kk, vv in v.items() if kk != "curve"} for k, v in results.items()},
         "summary": {k: {"mean": float(np.mean(v["best"])), "min": float(np.min(v["best"])),
                         "max": float(np.max(v["best"]))} for k, v in results.items()},
-        "machine": f"{platform.machine()}, {platform.system()}, torch threads {__import__('torch').get_num_threads()}",
+        "machine": f"{platform.machine()}, {platform.system()}, torch threads per run "
+                   f"{sorted({r.get('torch_threads', '?') for r in done.values()}, key=str)}",
     }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
