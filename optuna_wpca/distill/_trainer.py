@@ -136,9 +136,10 @@ def cache_teacher(
     running the teacher again (``config.max_seq_len`` must be the one the students train with). A
     cache already in ``directory`` for the same teacher and examples is reused.
 
-    Example:
-        >>> cache = cache_teacher(teacher, task, "work/teacher-cache", TrainConfig(max_seq_len=64))  # doctest: +SKIP
-        >>> train(student, task, config, teacher=teacher, teacher_cache=cache)  # doctest: +SKIP
+    Example (as ``benchmarks/own_bench.py`` uses it)::
+
+        cache = cache_teacher(teacher, task, "work/teacher-cache", TrainConfig(max_seq_len=64))
+        train(student, task, config, teacher=teacher, teacher_cache=cache)
     """
     config = config or TrainConfig()
     data = _encode_split(task, "train", tokenizer or load_tokenizer(), config.max_seq_len)
