@@ -56,7 +56,6 @@ from optuna_wpca.distill import (
     finetune_teacher,
     load_task,
     load_teacher,
-    teacher_fingerprint,
     train,
 )
 
@@ -221,11 +220,11 @@ def work(args, study: optuna.Study) -> None:
     task = load_task("rt-sentiment", seed=0)
     tpath = teacher_path(args)
     teacher = load_teacher(tpath, num_labels=2, device=args.device)
-    fingerprint = teacher_fingerprint(teacher)
     teacher_accuracy = json.loads((tpath / "dev_metric.json").read_text())["accuracy"]
     cache_config = TrainConfig(batch_size=args.batch_size, max_seq_len=args.max_seq_len, device=args.device)
-    cache = cache_teacher(teacher, task, Path(args.work_dir) / f"teacher-cache-{fingerprint[:16]}-{args.max_seq_len}",
-                          cache_config)
+    # One cache per (teacher directory, max_seq_len); cache_teacher rebuilds it if the teacher changed.
+    cache = cache_teacher(teacher, task, tpath.with_name(f"{tpath.name}-targets-{args.max_seq_len}"), cache_config)
+    fingerprint = cache.fingerprint
     by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
     space_cache: dict[str, SearchSpace] = {}
 

@@ -60,9 +60,13 @@ class TeacherCache:
     def fingerprint(self) -> str:
         return self.meta["teacher"]
 
+    def holds(self, input_ids: torch.Tensor) -> bool:
+        """Whether the cache was computed for exactly these token ids."""
+        return torch.equal(input_ids.cpu(), self.input_ids)
+
     def check(self, input_ids: torch.Tensor, teacher: nn.Module | None = None) -> None:
         """Raise ValueError unless the cache holds exactly these examples (and this teacher's targets)."""
-        if tuple(input_ids.shape) != tuple(self.input_ids.shape) or not torch.equal(input_ids.cpu(), self.input_ids):
+        if not self.holds(input_ids):
             raise ValueError(
                 f"teacher cache {str(self.directory)!r} was computed for other training data "
                 f"({tuple(self.input_ids.shape)} token ids, not {tuple(input_ids.shape)}); build it for this task "
@@ -109,7 +113,7 @@ class TeacherCache:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if (directory / "meta.json").is_file():
                 cache = cls(directory)
-                if cache.fingerprint == fingerprint and torch.equal(cache.input_ids, data["input_ids"].cpu()):
+                if cache.fingerprint == fingerprint and cache.holds(data["input_ids"]):
                     return cache
                 shutil.rmtree(directory)
             tmp = directory.with_name(directory.name + f".tmp{os.getpid()}")
