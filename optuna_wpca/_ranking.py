@@ -49,6 +49,8 @@ class Benchmark:
     path: str = ""
     metric: str = "glue"
     spaces: list[SearchSpace] = field(default_factory=list)
+    #: Per entry, the score of each training seed (``{seed: score}``), where the file has them.
+    seed_runs: list[dict[str, float]] = field(default_factory=list)
 
     def space_of(self, i: int) -> SearchSpace:
         return self.spaces[i] if self.spaces else self.space  # type: ignore[return-value]
@@ -91,7 +93,7 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> 
     if not metric or len(entries) < 2:
         raise ValueError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
     cache: dict[str, SearchSpace] = {}
-    archs, scores, ids, spaces = [], [], [], []
+    archs, scores, ids, spaces, runs = [], [], [], [], []
     for entry in entries:
         key = json.dumps(entry["space"], sort_keys=True)
         if key not in cache:  # one space object per distinct description, built once
@@ -101,8 +103,39 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> 
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))
         spaces.append(space)
+        runs.append({str(k): float(v) for k, v in entry.get("runs", {}).get(metric, {}).items()})
     only = spaces[0] if len(cache) == 1 else None
-    return Benchmark(archs, scores, ids, only, str(path), metric, spaces=[] if only else spaces)
+    return Benchmark(archs, scores, ids, only, str(path), metric, spaces=[] if only else spaces,
+                     seed_runs=runs if any(runs) else [])
+
+
+def seed_noise(benchmark: Benchmark) -> dict[str, Any] | None:
+    """How well one training seed ranks the architectures like another: Kendall tau and Spearman rho
+    between the scores of two seeds, overall and within each depth. A proxy's correlation with the
+    benchmark cannot be read finer than this. ``None`` when the file has no per-seed scores."""
+    if not benchmark.seed_runs:
+        return None
+    seeds = sorted(set.intersection(*(set(r) for r in benchmark.seed_runs)), key=lambda s: (len(s), s))
+    if len(seeds) < 2:
+        return None
+    a, b = seeds[:2]
+    first = [r[a] for r in benchmark.seed_runs]
+    second = [r[b] for r in benchmark.seed_runs]
+    tau, rho = _correlations(first, second)
+    out: dict[str, Any] = {"seeds": [a, b], "n": len(first), "kendall_tau": tau, "spearman_rho": rho}
+    depths = [arch.num_layers for arch in benchmark.archs]
+    if len(set(depths)) > 1:
+        out["within_depth"] = _within_depth(first, second, depths)
+    return out
+
+
+def format_seed_noise(noise: dict[str, Any], metric: str) -> str:
+    line = (f"seed noise ({metric}, seed {noise['seeds'][0]} against seed {noise['seeds'][1]}, {noise['n']} "
+            f"architectures): tau {noise['kendall_tau']:.3f}, rho {noise['spearman_rho']:.3f}")
+    mean = noise.get("within_depth", {}).get("mean")
+    if mean:
+        line += f"; within depth tau {mean['kendall_tau']:.3f}, rho {mean['spearman_rho']:.3f}"
+    return line + " (proxies are correlated with the mean over seeds; differences below this noise say little)"
 
 
 @dataclass

@@ -32,7 +32,7 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
 def _rank(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from optuna_wpca._ranking import format_table, load_benchmark, rank_proxies
+    from optuna_wpca._ranking import format_seed_noise, format_table, load_benchmark, rank_proxies, seed_noise
     from optuna_wpca._text import text_batch
     from optuna_wpca.proxies import check_proxy_options, list_proxies
     from optuna_wpca.spaces import FlexiBERTSpace
@@ -74,6 +74,9 @@ def _rank(args: argparse.Namespace) -> int:
               "When every shard has finished, the last one (or a run without --shard) prints the table.")
         return 0
     print(format_table(results))
+    noise = seed_noise(bench) if args.limit is None else None
+    if noise:
+        print(format_seed_noise(noise, bench.metric))
     if args.json:
         out = {
             "benchmark": str(args.benchmark),
@@ -88,6 +91,8 @@ def _rank(args: argparse.Namespace) -> int:
             "device": str(args.device),
             "proxies": {name: r.to_dict() for name, r in results.items()},
         }
+        if noise:
+            out["seed_noise"] = noise
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0

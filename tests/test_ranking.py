@@ -4,7 +4,7 @@ import pytest
 
 from optuna_wpca import text_batch
 from optuna_wpca import _ranking
-from optuna_wpca._ranking import load_benchmark, rank_proxies
+from optuna_wpca._ranking import load_benchmark, rank_proxies, seed_noise
 from optuna_wpca.cli import bundled_benchmark_path
 
 BATCH = dict(batch_size=4, seq_len=16)
@@ -80,9 +80,12 @@ def own_benchmark_file(tmp_path):
             arch = space.sample(np.random.default_rng(10 * depth + j))
             entries.append({"id": f"d{depth}-{j}", "space": space.to_dict(), "params": space.to_params(arch),
                             "num_params": space.num_params(arch)})
-    for e in entries:
+    for i, e in enumerate(entries):
         depth = e["space"]["num_layers"]
         e["scores"] = {"kd": -1e9 * depth + e["num_params"]}
+        # per-seed scores without ties: seed 1 agrees with seed 0 at depth 2 and reverses it at depth 3
+        r = 10 * e["num_params"] + i
+        e["runs"] = {"kd": {"0": -1e9 * depth + r, "1": -1e9 * depth + (1 if depth == 2 else -1) * r}}
     path = tmp_path / "own.json"
     path.write_text(json.dumps({"default_metric": "kd", "entries": entries}))
     return path
@@ -99,12 +102,28 @@ def test_own_format_ranks_within_each_depth(tmp_path):
     assert result["num_layers"].by_depth["mean"]["kendall_tau"] == pytest.approx(0.0)
 
 
+def test_seed_noise_of_an_own_benchmark(tmp_path):
+    noise = seed_noise(load_benchmark(own_benchmark_file(tmp_path)))
+    assert noise["seeds"] == ["0", "1"] and noise["n"] == 8
+    # 28 pairs: the 16 across depths and the 6 at depth 2 agree, the 6 at depth 3 disagree
+    assert noise["kendall_tau"] == pytest.approx((22 - 6) / 28)
+    assert noise["within_depth"]["depths"]["2"]["kendall_tau"] == pytest.approx(1.0)
+    assert noise["within_depth"]["depths"]["3"]["kendall_tau"] == pytest.approx(-1.0)
+    assert noise["within_depth"]["mean"]["kendall_tau"] == pytest.approx(0.0)
+
+
+def test_nas_bench_bert_has_no_seed_noise(bench):
+    assert seed_noise(bench) is None  # one score per entry
+
+
 def test_cli_rank_on_an_own_benchmark(tmp_path, capsys):
     from optuna_wpca.cli import main
 
     out = tmp_path / "rank.json"
     assert main(["rank", "--benchmark", str(own_benchmark_file(tmp_path)), "--proxy", "wpca", "--json", str(out),
                  "--batch-size", "4", "--seq-len", "16", "--quiet"]) == 0
-    assert "depth tau" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "depth tau" in printed and "seed noise (kd, seed 0 against seed 1, 8 architectures): tau 0.571" in printed
     data = json.loads(out.read_text())
     assert data["metric"] == "kd" and "within_depth" in data["proxies"]["wpca"]
+    assert data["seed_noise"]["kendall_tau"] == pytest.approx(16 / 28)
