@@ -87,6 +87,22 @@ def test_kd_training_reduces_the_loss(teacher, task):
     assert 0.0 <= result.metric <= 1.0
 
 
+def test_dev_loss_is_the_cross_entropy_of_the_final_model(task):
+    from optuna_wpca._text import load_tokenizer
+    from optuna_wpca.distill._trainer import _encode_split
+
+    model = student()
+    result = train(model, task, TrainConfig(steps=3, **FAST))
+    dev = _encode_split(task, "dev", load_tokenizer(), FAST["max_seq_len"])
+    model.eval()
+    with torch.no_grad():
+        logits = model(dev["input_ids"], attention_mask=dev["attention_mask"], token_type_ids=dev["token_type_ids"])
+    expected = torch.nn.functional.cross_entropy(logits, dev["labels"]).item()
+    assert result.dev_loss == pytest.approx(expected, rel=1e-5)
+    assert result.history[-1]["dev_loss"] == result.dev_loss
+    assert result.metric == pytest.approx((logits.argmax(-1) == dev["labels"]).float().mean().item())
+
+
 class PruneAt(optuna.pruners.BasePruner):
     def __init__(self, step):
         self.step = step

@@ -71,11 +71,36 @@ def test_plan_work_export_resumes_a_dead_workers_run(tmp_path, capsys):
     assert data["runs_done"] == data["runs_planned"] == 16
     jobs = Counter(t.user_attrs["job"] for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
     assert len(jobs) == 16 and set(jobs.values()) == {1}
-    assert all(set(e["scores"]) == {"labels", "kd"} for e in data["entries"])
-    assert set(data["seed_noise"]) == {"labels", "kd"} and data["versions"]["torch"]
+    metrics = {"labels", "kd", "labels_loglik", "kd_loglik"}
+    assert all(set(e["scores"]) == metrics for e in data["entries"])
+    assert set(data["seed_noise"]) == metrics and data["versions"]["torch"]
+    trial = next(t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+                 if t.user_attrs["job"] == job_of(data["entries"][0], 1, "kd"))
+    assert data["entries"][0]["runs"]["kd_loglik"]["1"] == -trial.user_attrs["dev_loss"] < 0
+    assert data["entries"][0]["runs"]["kd"]["1"] == trial.value
     (fingerprint, used), = data["teacher"]["fingerprints"].items()
     assert len(fingerprint) == 64 and used["kd_runs"] == 8 and 0 <= used["dev_accuracy"] <= 1
     bench = load_benchmark(tmp_path / "own.json")
     assert bench.metric == "kd" and len(bench.archs) == 4
     result = rank_proxies(bench, ["wpca"], batch=text_batch(batch_size=2, seq_len=8))
     assert result["wpca"].by_depth is not None
+
+
+def job_of(entry, seed, mode):
+    return own_bench.job_key(entry["id"], seed, mode)
+
+
+def test_the_plan_visits_every_cell_before_a_second_architecture_of_any(tmp_path):
+    args = [*TINY, "--n", "8", "--work-dir", str(tmp_path), "--storage", str(tmp_path / "own.journal")]
+    own_bench.main(["plan", *args])
+    study = optuna.load_study(study_name="own-bench", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "own.journal"))))
+    waiting = sorted(study.get_trials(states=(optuna.trial.TrialState.WAITING,)), key=lambda t: t.number)
+    archs = [t.user_attrs["arch_id"] for t in waiting]
+    assert len(archs) == 8 * 2 * 2
+    order = list(dict.fromkeys(archs))
+    assert all(archs[4 * i: 4 * i + 4] == [a] * 4 for i, a in enumerate(order))  # an architecture's runs together
+    first_round = order[:4]
+    assert all(a.endswith("-0") for a in first_round) and len({a.rsplit("-", 1)[0] for a in first_round}) == 4
+    assert [(t.user_attrs["seed"], t.user_attrs["mode"]) for t in waiting[:4]] == [
+        (0, "labels"), (0, "kd"), (1, "labels"), (1, "kd")]

@@ -64,6 +64,9 @@ class TrainResult:
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
     resumed_from: int | None = None
+    #: The task loss on dev data at the last evaluation (mean cross-entropy; MSE for regression), a
+    #: continuous companion of ``metric``; ``None`` for task-agnostic distillation, whose metric is a loss.
+    dev_loss: float | None = None
 
 
 @dataclass
@@ -174,18 +177,25 @@ def _task_loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool) -> 
 def evaluate(model: nn.Module, task: Task, data: dict[str, torch.Tensor], *, batch_size: int = 128,
              limit: int | None = None, device: Any = "cpu") -> float:
     """The task's metric of ``model`` on encoded dev data."""
+    return _evaluate(model, task, data, batch_size=batch_size, limit=limit, device=device)[0]
+
+
+def _evaluate(model: nn.Module, task: Task, data: dict[str, torch.Tensor], *, batch_size: int = 128,
+              limit: int | None = None, device: Any = "cpu") -> tuple[float, float]:
+    """The task's metric and the task loss (mean cross-entropy, or MSE for regression) on dev data."""
     was_training = model.training
     model.eval()
     n = data["input_ids"].shape[0] if limit is None else min(limit, data["input_ids"].shape[0])
-    preds = []
+    preds, loss = [], 0.0
     with torch.inference_mode():
         for i in range(0, n, batch_size):
             batch = {k: v[i : min(n, i + batch_size)].to(device) for k, v in data.items()}
             logits = _logits(model, batch)
+            loss += _task_loss(logits, batch["labels"], task.is_regression).item() * logits.shape[0]
             preds.append(logits.squeeze(-1) if task.is_regression else logits.argmax(-1))
     model.train(was_training)
     pred = torch.cat(preds).cpu().numpy()
-    return task.score(pred, data["labels"][:n].numpy())
+    return task.score(pred, data["labels"][:n].numpy()), loss / n
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -328,7 +338,8 @@ def train(
                     metric = _dev_kd_loss(model, teacher, dev_data, projections, recorder_s, recorder_t, mapping,
                                           config, device)
                 else:
-                    metric = evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
+                    metric, dev_loss = _evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
+                    parts = {**parts, "dev_loss": dev_loss}
                 history.append({"step": step, "metric": metric, "loss": loss.item(), **parts})
                 if trial is not None:
                     trial.report(metric, step)
@@ -348,7 +359,8 @@ def train(
         for rec in (recorder_s, recorder_t):
             if rec is not None:
                 rec.remove()
-    return TrainResult(history[-1]["metric"], step, time.perf_counter() - start, history, resumed)
+    return TrainResult(history[-1]["metric"], step, time.perf_counter() - start, history, resumed,
+                       history[-1].get("dev_loss"))
 
 
 def _output_widths(model: StudentClassifier, points: dict, data: dict, device: Any) -> dict[str, set[int]]:
