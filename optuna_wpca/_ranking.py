@@ -199,8 +199,10 @@ def rank_proxies(
 
     With ``checkpoint`` (a JSON-lines file), every scored architecture is appended as soon as it is
     done, and a later call with the same settings skips the entries already there, so a ranking
-    of hundreds of candidates with slow proxies can be stopped and resumed. Seconds are the ones
-    measured when each entry was scored.
+    of hundreds of candidates with slow proxies can be stopped and resumed. Entries are found by id
+    and architecture, and the settings do not include the metric, so one checkpoint also serves the
+    file's other metrics and a later version of the file with more entries scored. Seconds are the
+    ones measured when each entry was scored.
 
     With ``shard=(k, m)`` (needs ``checkpoint``), only entries whose index is ``k`` modulo ``m``
     are scored, so ``m`` processes can share one checkpoint file (each line is appended with one
@@ -226,10 +228,13 @@ def rank_proxies(
     for name in names:
         compute_proxy(name, warm, batch, **(options or {}))
     del warm
-    settings = {"benchmark": Path(benchmark.path).name, "metric": benchmark.metric, "proxies": names,
+    # The metric is not part of the settings: proxy values do not depend on it, so one checkpoint
+    # serves every metric of a file, and a file that has grown (more entries scored) reuses it.
+    settings = {"benchmark": Path(benchmark.path).name, "proxies": names,
                 "batch": list(batch.shape), "seed": seed, "options": options or {}, "share": share,
                 "space": benchmark.space.to_dict() if benchmark.space else "per entry"}
-    done = _read_checkpoint(checkpoint, settings) if checkpoint else {}
+    keys = [_entry_key(benchmark, i) for i in range(n)]
+    done = _read_checkpoint(checkpoint, settings, keys, benchmark.metric) if checkpoint else {}
     log = None
     if checkpoint:
         log = open(checkpoint, "a")
@@ -237,17 +242,17 @@ def rank_proxies(
             log.write(json.dumps({"settings": settings}) + "\n")
     try:
         for i in range(n):
-            if shard is not None and i not in done and i % shard[1] != shard[0]:
+            if shard is not None and keys[i] not in done and i % shard[1] != shard[0]:
                 continue
-            entry = done.get(i) or _score_entry(benchmark, i, names, batch, seed, device, options, share, sync)
+            entry = done.get(keys[i]) or _score_entry(benchmark, i, names, batch, seed, device, options, share, sync)
             for name in names:
                 value, seconds, source = entry[name]
                 results[name].values.append(value)
                 results[name].seconds += seconds
                 if source != name:
                     results[name].shared_with = source
-            if log and i not in done:
-                log.write(json.dumps({"index": i, "id": benchmark.ids[i], "scores": entry}) + "\n")
+            if log and keys[i] not in done:
+                log.write(json.dumps({"key": keys[i], "id": benchmark.ids[i], "scores": entry}) + "\n")
                 log.flush()
             if progress:
                 progress(1)
@@ -255,8 +260,8 @@ def rank_proxies(
         if log:
             log.close()
     if shard is not None:
-        everything = _read_checkpoint(checkpoint, settings)
-        if any(i not in everything for i in range(n)):
+        everything = _read_checkpoint(checkpoint, settings, keys, benchmark.metric)
+        if any(key not in everything for key in keys):
             return None
         return rank_proxies(benchmark, proxies, batch=batch, limit=limit, seed=seed, device=device,
                             options=options, share=share, checkpoint=checkpoint)
@@ -312,7 +317,18 @@ def _score_entry(benchmark, i, names, batch, seed, device, options, share, sync)
     return entry
 
 
-def _read_checkpoint(path: str | Path, settings: dict[str, Any]) -> dict[int, dict[str, tuple]]:
+def _entry_key(benchmark: Benchmark, i: int) -> str:
+    """What a checkpoint line is found by: the entry's id and its architecture, so entries keep their
+    scores when the file gains or reorders entries, and an id that now names another architecture is
+    scored again."""
+    params = benchmark.space_of(i).to_params(benchmark.archs[i])
+    return json.dumps([benchmark.ids[i], params], sort_keys=True, default=str)
+
+
+def _read_checkpoint(path: str | Path, settings: dict[str, Any], keys: list[str],
+                     metric: str) -> dict[str, dict[str, tuple]]:
+    """Entries already scored, by ``_entry_key``. Files of optuna-wpca 0.x before entry keys (a
+    ``metric`` in the settings line, entries by index) are read when the metric is the same one."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return {}
@@ -322,21 +338,30 @@ def _read_checkpoint(path: str | Path, settings: dict[str, Any]) -> dict[int, di
     except (json.JSONDecodeError, KeyError, TypeError):
         raise ValueError(f"checkpoint {str(path)!r} does not start with a ranking settings line") from None
     expected = json.loads(json.dumps(settings))  # as it reads back: tuples become lists
+    by_index = "metric" in header  # the older layout: indices into the entries scored by that metric
+    if by_index:
+        expected = {**expected, "metric": metric}
     if header != expected:
         changed = sorted(k for k in expected if header.get(k) != expected[k])
         raise ValueError(f"checkpoint {str(path)!r} was written with other settings ({', '.join(changed)}); "
                          "use another file or the same settings")
-    done: dict[int, dict[str, tuple]] = {}
+    done: dict[str, dict[str, tuple]] = {}
     for line in lines[1:]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:  # a line cut short by a kill: that entry is scored again
             continue
         if "settings" in record:  # shards that started on an empty file both wrote the header
-            if record["settings"] != expected:
+            if record["settings"] != header:
                 raise ValueError(f"checkpoint {str(path)!r} mixes rankings with different settings")
             continue
-        done[int(record["index"])] = {k: tuple(v) for k, v in record["scores"].items()}
+        if "key" in record:
+            key = record["key"]
+        elif by_index and int(record["index"]) < len(keys):
+            key = keys[int(record["index"])]
+        else:
+            continue
+        done[key] = {k: tuple(v) for k, v in record["scores"].items()}
     return done
 
 

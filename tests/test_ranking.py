@@ -127,3 +127,49 @@ def test_cli_rank_on_an_own_benchmark(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["metric"] == "kd" and "within_depth" in data["proxies"]["wpca"]
     assert data["seed_noise"]["kendall_tau"] == pytest.approx(16 / 28)
+
+
+def test_one_checkpoint_serves_every_metric_and_a_grown_file(tmp_path, monkeypatch):
+    path = own_benchmark_file(tmp_path)
+    data = json.loads(path.read_text())
+    for e in data["entries"]:
+        e["scores"]["labels"] = -e["scores"]["kd"]
+    # An earlier export: the last three entries not scored yet.
+    early = tmp_path / "early" / "own.json"
+    early.parent.mkdir()
+    partial = json.loads(json.dumps(data))
+    for e in partial["entries"][5:]:
+        e["scores"] = {}
+    early.write_text(json.dumps(partial))
+    path.write_text(json.dumps(data))
+    ckpt = tmp_path / "rank.jsonl"
+    batch = text_batch(**BATCH)
+    rank_proxies(load_benchmark(early), ["wpca"], batch=batch, checkpoint=ckpt)
+    scored = []
+    real = _ranking._score_entry
+    monkeypatch.setattr(_ranking, "_score_entry", lambda b, i, *a: scored.append(b.ids[i]) or real(b, i, *a))
+    kd = rank_proxies(load_benchmark(path), ["wpca"], batch=batch, checkpoint=ckpt)
+    assert scored == ["d3-1", "d3-2", "d3-3"]  # only the entries the early file did not have
+    labels = rank_proxies(load_benchmark(path, metric="labels"), ["wpca"], batch=batch, checkpoint=ckpt)
+    assert scored == ["d3-1", "d3-2", "d3-3"] and labels["wpca"].values == kd["wpca"].values
+    assert labels["wpca"].kendall_tau == pytest.approx(-kd["wpca"].kendall_tau)
+    fresh = rank_proxies(load_benchmark(path), ["wpca"], batch=batch)
+    assert kd["wpca"].values == pytest.approx(fresh["wpca"].values)
+
+
+def test_a_checkpoint_by_index_from_before_entry_keys_is_still_read(bench, tmp_path, monkeypatch):
+    batch = text_batch(**BATCH)
+    ckpt = tmp_path / "rank.jsonl"
+    whole = rank_proxies(bench, ["wpca"], batch=batch, limit=3, checkpoint=ckpt)
+    lines = [json.loads(line) for line in ckpt.read_text().splitlines()]
+    lines[0]["settings"]["metric"] = "glue"  # the older layout: metric in the settings, entries by index
+    for i, record in enumerate(lines[1:]):
+        record["index"] = i
+        del record["key"]
+    ckpt.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    monkeypatch.setattr(_ranking, "_score_entry", lambda *a: pytest.fail("scored again"))
+    again = rank_proxies(bench, ["wpca"], batch=batch, limit=3, checkpoint=ckpt)
+    assert again["wpca"].values == pytest.approx(whole["wpca"].values)
+    with pytest.raises(ValueError, match="other settings.*metric"):
+        rank_proxies(load_benchmark(bundled_benchmark_path(), metric="mnli"), ["wpca"], batch=batch, limit=3,
+                     checkpoint=ckpt)
