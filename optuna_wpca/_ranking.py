@@ -1,11 +1,18 @@
-"""Ranking correlation of zero-cost proxies against a trained benchmark (NAS-Bench-BERT format)."""
+"""Ranking correlation of zero-cost proxies against a trained benchmark.
+
+Three file formats: NAS-Bench-BERT's ``BERT_benchmark.json``, LiteTransformerSearch's trained GPT-2
+decoders (``models.json``: ``id``, ``config``, ``valid_ppl``, ``params``) and optuna-wpca's own
+(``benchmarks/own_bench.py``). Both public ones ship with the package and are found by name.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -15,7 +22,7 @@ from scipy.stats import ConstantInputWarning, kendalltau, spearmanr
 
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
-from optuna_wpca.spaces import Architecture, FlexiBERTSpace, SearchSpace, space_from_dict
+from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, SearchSpace, space_from_dict
 
 #: Table 1 of the W-PCA paper (Kendall tau, Spearman rho on NAS-Bench-BERT), printed beside ours.
 PAPER_TABLE1: dict[str, tuple[float, float]] = {
@@ -32,6 +39,28 @@ PAPER_SOURCE = "W-PCA, arXiv 2504.15983, Table 1"
 
 #: Always reported next to the proxies asked for: a proxy is only useful where it beats them.
 TRIVIAL_BASELINES = ("num_layers", "params")
+
+#: Benchmarks bundled with the package, by name (``rank --benchmark NAME``).
+BUNDLED_BENCHMARKS = {
+    "nas-bench-bert": ("nas-bench-bert", "BERT_benchmark.json"),
+    "lts-gpt2-wt103": ("lts-gpt2-wt103", "models.json"),
+}
+
+#: Published figures on the LTS set, printed beside ours (|Kendall tau|, |Spearman rho| against perplexity).
+LTS_REFERENCES = {
+    "LPZero (arXiv 2410.04808, published score file)": (0.886, 0.980),
+}
+
+#: LiteTransformerSearch files: scores where a lower value is better.
+LTS_METRICS = ("valid_ppl", "test_ppl")
+
+
+def benchmark_path(name_or_path: str | Path) -> Path:
+    """The file of a bundled benchmark (``"nas-bench-bert"``, ``"lts-gpt2-wt103"``) or the path itself."""
+    if str(name_or_path) in BUNDLED_BENCHMARKS:
+        folder, filename = BUNDLED_BENCHMARKS[str(name_or_path)]
+        return Path(str(resources.files("optuna_wpca") / "data" / folder / filename))
+    return Path(name_or_path)
 
 
 @dataclass
@@ -51,6 +80,21 @@ class Benchmark:
     spaces: list[SearchSpace] = field(default_factory=list)
     #: Per entry, the score of each training seed (``{seed: score}``), where the file has them.
     seed_runs: list[dict[str, float]] = field(default_factory=list)
+    #: True for perplexities: correlations are then taken against the negated score, so a proxy
+    #: that ranks the better models higher always has a positive tau.
+    lower_is_better: bool = False
+
+    @property
+    def truth(self) -> list[float]:
+        """The scores oriented so that higher is better."""
+        return [-s for s in self.scores] if self.lower_is_better else list(self.scores)
+
+    @property
+    def reading(self) -> str:
+        """How the correlations are read, for tables."""
+        if self.lower_is_better:
+            return f"tau / rho against -{self.metric} (lower {self.metric} is better)"
+        return f"tau / rho against {self.metric} (higher is better)"
 
     def space_of(self, i: int) -> SearchSpace:
         return self.spaces[i] if self.spaces else self.space  # type: ignore[return-value]
@@ -59,23 +103,47 @@ class Benchmark:
         return self.space_of(i).build(self.archs[i], seed=seed, device=device)
 
 
-def load_benchmark(path: str | Path, *, metric: str | None = None, space: FlexiBERTSpace | None = None) -> Benchmark:
-    """Read a trained benchmark: NAS-Bench-BERT's ``BERT_benchmark.json`` (a list of entries, scored
-    by ``glue`` by default) or optuna-wpca's own format (``{"entries": [{"id", "space", "params",
-    "scores"}], "default_metric": ...}``, as ``benchmarks/own_bench.py`` writes it)."""
-    path = Path(path)
+def load_benchmark(
+    path: str | Path,
+    *,
+    metric: str | None = None,
+    space: SearchSpace | None = None,
+    count: str | None = None,
+) -> Benchmark:
+    """Read a trained benchmark, by bundled name or path.
+
+    Formats: NAS-Bench-BERT's ``BERT_benchmark.json`` (a list of entries, scored by ``glue`` by
+    default); LiteTransformerSearch's ``models.json`` (``{"models": [{"id", "config", "valid_ppl",
+    "params"}]}``, scored by ``valid_ppl``, lower is better); optuna-wpca's own format
+    (``{"entries": [{"id", "space", "params", "scores"}], "default_metric": ...}``, as
+    ``benchmarks/own_bench.py`` writes it). ``count`` sets the parameter-count convention of the
+    public benchmarks' spaces (default: the space's own, ``"all"`` for NAS-Bench-BERT and
+    ``"non_embedding"`` for the decoders).
+
+    Example:
+        >>> bench = load_benchmark("lts-gpt2-wt103")
+        >>> len(bench.archs), bench.metric, bench.lower_is_better
+        (200, 'valid_ppl', True)
+    """
+    path = benchmark_path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist")
+        names = ", ".join(BUNDLED_BENCHMARKS)
+        raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist (bundled benchmarks: {names})")
     try:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
     if isinstance(raw, dict) and "entries" in raw:
         return _load_own_benchmark(raw, path, metric)
+    if isinstance(raw, dict) and "models" in raw:
+        decoder = space if isinstance(space, DecoderSpace) else DecoderSpace.lts_gpt2(
+            **({"count": count} if count else {}))
+        return _load_lts_benchmark(raw, path, metric, decoder)
+    if space is None or not isinstance(space, FlexiBERTSpace):
+        space = FlexiBERTSpace(**({"count": count} if count else {}))
     metric = metric or "glue"
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"benchmark file {str(path)!r} holds no list of entries")
-    space = space or FlexiBERTSpace()
+        raise ValueError(f"benchmark file {str(path)!r} holds no list of entries (nor a 'models' or 'entries' key)")
     archs, scores, ids = [], [], []
     for entry in raw:
         if not isinstance(entry, dict) or metric not in entry.get("scores", {}):
@@ -85,6 +153,30 @@ def load_benchmark(path: str | Path, *, metric: str | None = None, space: FlexiB
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))
     return Benchmark(archs, scores, ids, space, str(path), metric)
+
+
+def _load_lts_benchmark(raw: dict[str, Any], path: Path, metric: str | None, space: DecoderSpace) -> Benchmark:
+    metric = metric or "valid_ppl"
+    if metric not in LTS_METRICS:
+        raise ValueError(f"a LiteTransformerSearch benchmark is scored by {' or '.join(LTS_METRICS)}, not {metric!r}")
+    models = raw["models"]
+    if not isinstance(models, list) or len(models) < 2:
+        raise ValueError(f"benchmark file {str(path)!r}: 'models' must be a list of at least 2 trained models")
+    archs, scores, ids = [], [], []
+    for i, entry in enumerate(models):
+        name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+            raise ValueError(f"benchmark entry {name!r} has no 'config' object")
+        score = entry.get(metric)
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) or score <= 0:
+            raise ValueError(f"benchmark entry {name!r} has no positive finite {metric!r} (got {score!r})")
+        try:
+            archs.append(space.from_lts_config(entry["config"]))
+        except ValueError as err:
+            raise ValueError(f"benchmark entry {name!r} does not build: {err}") from None
+        scores.append(float(score))
+        ids.append(name)
+    return Benchmark(archs, scores, ids, space, str(path), metric, lower_is_better=True)
 
 
 def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> Benchmark:
@@ -265,7 +357,7 @@ def rank_proxies(
             return None
         return rank_proxies(benchmark, proxies, batch=batch, limit=limit, seed=seed, device=device,
                             options=options, share=share, checkpoint=checkpoint)
-    truth = benchmark.scores[:n]
+    truth = benchmark.truth[:n]
     depths = [arch.num_layers for arch in benchmark.archs[:n]]
     for r in results.values():
         r.kendall_tau, r.spearman_rho = _correlations(r.values, truth)
@@ -365,26 +457,42 @@ def _read_checkpoint(path: str | Path, settings: dict[str, Any], keys: list[str]
     return done
 
 
-def format_table(results: dict[str, ProxyRanking]) -> str:
+def is_nas_bench_bert(benchmark: Benchmark) -> bool:
+    return Path(benchmark.path).name == "BERT_benchmark.json"
+
+
+def is_lts_bundled(benchmark: Benchmark) -> bool:
+    return Path(benchmark.path).resolve() == benchmark_path("lts-gpt2-wt103").resolve()
+
+
+def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None = None) -> str:
+    """The rank table; the W-PCA paper's Table 1 columns appear for NAS-Bench-BERT only."""
+    paper = benchmark is None or is_nas_bench_bert(benchmark)
     depth = any(r.by_depth and r.by_depth["mean"] for r in results.values())
     header = f"{'proxy':<22}{'grad':>5}{'s/1000':>10}{'tau':>8}{'rho':>8}"
     header += f"{'depth tau':>11}{'depth rho':>11}" if depth else ""
-    header += f"{'paper tau':>11}{'paper rho':>11}"
+    header += f"{'paper tau':>11}{'paper rho':>11}" if paper else ""
     lines = [header, "-" * len(header)]
     for r in results.values():
         tau, rho = PAPER_TABLE1.get(r.name, (float("nan"), float("nan")))
-        paper = f"{tau:>11.3f}{rho:>11.3f}" if r.name in PAPER_TABLE1 else f"{'-':>11}{'-':>11}"
+        cited = f"{tau:>11.3f}{rho:>11.3f}" if r.name in PAPER_TABLE1 else f"{'-':>11}{'-':>11}"
         within = ""
         if depth:
             mean = (r.by_depth or {}).get("mean") or {"kendall_tau": float("nan"), "spearman_rho": float("nan")}
             within = f"{mean['kendall_tau']:>11.3f}{mean['spearman_rho']:>11.3f}"
         lines.append(
             f"{r.name:<22}{'yes' if r.needs_grad else 'no':>5}{r.seconds_per_1000:>10.1f}"
-            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{paper}"
+            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{cited if paper else ''}"
             + (f"  (computed with {r.shared_with})" if r.shared_with else "")
         )
+    if benchmark is not None:
+        lines.append(benchmark.reading)
     if depth:
         lines.append("depth tau/rho: correlation among architectures of the same depth, averaged over depths "
                      "(weighted by count)")
-    lines.append(f"paper columns: {PAPER_SOURCE} (NAS-Bench-BERT)")
+    if paper:
+        lines.append(f"paper columns: {PAPER_SOURCE} (NAS-Bench-BERT)")
+    elif benchmark is not None and is_lts_bundled(benchmark):
+        for source, (tau, rho) in LTS_REFERENCES.items():
+            lines.append(f"published on these 200 models: {source}: |tau| {tau:.3f}, |rho| {rho:.3f}")
     return "\n".join(lines)

