@@ -28,7 +28,8 @@ class ZeroCostObjective:
 
     With ``max_params``, the budget is set as an Optuna constraint (``trial.set_constraint``)
     and mirrored in the ``feasible`` user attribute; an over-budget candidate (possible only with
-    a sampler that ignores the budget) is pruned before any model is built.
+    a sampler that ignores the budget) is pruned before any model is built. ``min_params`` adds a
+    lower bound the same way, for a band such as LiteTransformerSearch's 5M-12M.
 
     With an ``artifact_store`` (``optuna.artifacts.FileSystemArtifactStore(dir)``), each trial
     gets its architecture picture as an SVG artifact and its layer table as a dashboard note.
@@ -53,6 +54,7 @@ class ZeroCostObjective:
         device: str | torch.device = "cpu",
         seed: int = 0,
         max_params: float | None = None,
+        min_params: float | None = None,
         artifact_store: Any = None,
         **proxy_options: Any,
     ) -> None:
@@ -62,11 +64,12 @@ class ZeroCostObjective:
         self.proxies = tuple(proxies) if proxies else (proxy,)
         for name in self.proxies:
             get_proxy(name)  # fails early on an unknown name
-        space.check_budget(max_params)
+        space.check_budget(max_params, min_params)
         check_proxy_options(proxy_options)
         self.device = torch.device(device)
         self.seed = seed
         self.max_params = max_params
+        self.min_params = min_params
         self.proxy_options = proxy_options
         self.artifact_store = artifact_store
         self._batch = batch
@@ -106,12 +109,16 @@ class ZeroCostObjective:
         n = self.space.num_params(arch)
         trial.set_user_attr("num_params", n)
         trial.set_user_attr("architecture", self.space.describe(arch))
-        feasible = self.max_params is None or n <= self.max_params
+        feasible = (self.max_params is None or n <= self.max_params) and (self.min_params is None or n >= self.min_params)
         if self.max_params is not None:
             trial.set_constraint("max_params", float(n - self.max_params))
+        if self.min_params is not None:
+            trial.set_constraint("min_params", float(self.min_params - n))
         trial.set_user_attr(FEASIBLE_ATTR, feasible)
         if not feasible:
-            raise optuna.TrialPruned(f"{n:,} parameters exceed the budget of {self.max_params:,.0f}")
+            bound = (f"exceed the budget of {self.max_params:,.0f}" if self.max_params is not None
+                     and n > self.max_params else f"fall below the lower bound of {self.min_params:,.0f}")
+            raise optuna.TrialPruned(f"{n:,} parameters {bound}")
         cached = (arch, self.seed) in self._cache
         values, parts = self.score(arch)
         trial.set_user_attr("cached", cached)

@@ -59,6 +59,7 @@ class WPCASampler(BaseGASampler):
     Args:
         space: the search space (its distributions are the genome).
         max_params: parameter budget under ``space``'s counting convention; ``None`` for none.
+        min_params: lower bound of a parameter band (LiteTransformerSearch: 5M-12M); ``None`` for none.
         population_size: individuals per generation (paper: 50).
         n_generations: generations of a full run (paper: 40); see :attr:`n_trials`.
         parent_pool: parents are drawn from this many best trials (paper: 10).
@@ -82,6 +83,7 @@ class WPCASampler(BaseGASampler):
         space: SearchSpace,
         *,
         max_params: float | None = None,
+        min_params: float | None = None,
         population_size: int = 50,
         n_generations: int = 40,
         parent_pool: int = 10,
@@ -106,10 +108,11 @@ class WPCASampler(BaseGASampler):
                         ("mutation_prob", mutation_prob)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {p}")
-        space.check_budget(max_params)
+        space.check_budget(max_params, min_params)
         super().__init__(population_size=population_size)
         self.space = space
         self.max_params = max_params
+        self.min_params = min_params
         self.n_generations = n_generations
         self.parent_pool = parent_pool
         self.crossover_prob = crossover_prob
@@ -130,9 +133,10 @@ class WPCASampler(BaseGASampler):
         self._random.reseed_rng()
 
     def is_feasible_params(self, params: dict[str, Any]) -> bool:
-        if self.max_params is None:
+        if self.max_params is None and self.min_params is None:
             return True
-        return self.space.num_params(self.space.from_params(params)) <= self.max_params
+        n = self.space.num_params(self.space.from_params(params))
+        return (self.max_params is None or n <= self.max_params) and (self.min_params is None or n >= self.min_params)
 
     # -- Optuna sampler interface -----------------------------------------------------------------
 

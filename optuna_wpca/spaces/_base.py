@@ -85,8 +85,11 @@ class SearchSpace(abc.ABC):
         params = {name: d.choices[int(rng.integers(len(d.choices)))] for name, d in self.distributions().items()}
         return self.from_params(params)
 
-    def check_budget(self, max_params: float | None) -> None:
-        """Raise a clear error when no candidate of this space fits ``max_params``."""
+    def check_budget(self, max_params: float | None, min_params: float | None = None) -> None:
+        """Raise a clear error when no candidate of this space fits ``max_params`` (or the band
+        ``min_params``-``max_params``)."""
+        if min_params is not None and max_params is not None and min_params > max_params:
+            raise ValueError(f"parameter band is empty: min_params {min_params:,.0f} > max_params {max_params:,.0f}")
         if max_params is None:
             return
         smallest = self.min_params()
