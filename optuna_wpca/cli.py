@@ -106,7 +106,9 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 #: Preset name -> default parameter budget (the paper's W-PCA-Small and W-PCA-Tiny budgets).
-PRESETS = {"wpca-small": 15.7e6, "wpca-tiny": 10e6, "flexibert": None, "decoder-small": None}
+PRESETS = {"wpca-small": 15.7e6, "wpca-tiny": 10e6, "flexibert": None, "decoder-small": None, "lts-gpt2": 12e6}
+#: Preset name -> lower end of its parameter band (LiteTransformerSearch searches 5M-12M).
+PRESET_MIN_PARAMS = {"lts-gpt2": 5e6}
 
 
 def _space_from_args(args: argparse.Namespace):
@@ -117,7 +119,7 @@ def _space_from_args(args: argparse.Namespace):
     if args.preset not in PRESETS:
         raise CLIError(f"unknown preset {args.preset!r}; choose from {', '.join(PRESETS)}")
     space = {"wpca-small": WPCASpace.small, "wpca-tiny": WPCASpace.tiny, "flexibert": FlexiBERTSpace,
-             "decoder-small": DecoderSpace.small}[args.preset]()
+             "decoder-small": DecoderSpace.small, "lts-gpt2": DecoderSpace.lts_gpt2}[args.preset]()
     budget = args.max_params if args.max_params is not None else PRESETS[args.preset]
     return space, budget
 
@@ -149,8 +151,10 @@ def _search(args: argparse.Namespace) -> int:
     from optuna_wpca.sampler import WPCASampler
 
     space, budget = _space_from_args(args)
+    floor = args.min_params if args.min_params is not None else (
+        None if args.space else PRESET_MIN_PARAMS.get(args.preset))
     sampler = WPCASampler(
-        space, max_params=budget, population_size=args.population_size, n_generations=args.generations,
+        space, max_params=budget, min_params=floor, population_size=args.population_size, n_generations=args.generations,
         parent_pool=args.parent_pool, mutation_prob=args.mutation_prob, seed=args.seed,
     )
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
@@ -160,7 +164,7 @@ def _search(args: argparse.Namespace) -> int:
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
     objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
-                                  max_params=budget, artifact_store=store, eta=args.eta)
+                                  max_params=budget, min_params=floor, artifact_store=store, eta=args.eta)
     storage = _open_storage(args.storage)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 direction="minimize" if args.proxy == "latency" else "maximize",
@@ -363,7 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default wpca-small)")
     where.add_argument("--space", help="search-space JSON file (SearchSpace.to_dict format)")
     search.add_argument("--max-params", type=float, default=None,
-                        help="parameter budget (default: the preset's, 15.7e6 small, 10e6 tiny)")
+                        help="parameter budget (default: the preset's, 15.7e6 small, 10e6 tiny, 12e6 lts-gpt2)")
+    search.add_argument("--min-params", type=float, default=None,
+                        help="lower end of a parameter band (default: the preset's, 5e6 for lts-gpt2, else none)")
     search.add_argument("--proxy", default="wpca", help="proxy to maximise (default wpca; latency is minimised)")
     search.add_argument("--eta", type=float, default=0.99, help="PCA variance threshold (default 0.99)")
     search.add_argument("--storage", default="sqlite:///optuna_wpca.db",

@@ -156,3 +156,14 @@ def test_a_parameter_band_is_respected_by_the_sampler_and_the_objective():
     assert low.trials[0].user_attrs["feasible"] is False
     with pytest.raises(ValueError, match="parameter band is empty"):
         WPCASampler(space, min_params=12e6, max_params=5e6)
+
+
+def test_search_preset_lts_gpt2_keeps_the_band(tmp_path, capsys):
+    db = f"sqlite:///{tmp_path / 'lts.db'}"
+    assert main(["search", "--preset", "lts-gpt2", "--storage", db, "--n-trials", "2", "--population-size", "2",
+                 "--proxy", "params", "--batch-size", "2", "--seq-len", "16", "--quiet"]) == 0
+    study = optuna.load_study(study_name="optuna-wpca", storage=db)
+    assert all(5e6 <= t.user_attrs["num_params"] <= 12e6 for t in study.trials)
+    capsys.readouterr()
+    assert main(["search", "--preset", "lts-gpt2", "--min-params", "2e7", "--storage", db, "--quiet"]) == 2
+    assert "parameter band is empty" in capsys.readouterr().err
