@@ -145,3 +145,51 @@ def test_params_proxy_uses_counting_convention(small_batch):
     assert compute_proxy("params", model, small_batch, count="non_embedding").value == space.num_params(
         space.sample(0), "non_embedding"
     )
+
+
+def _reference_spectra(model, batch):
+    """The W-PCA spectra as first implemented: each layer's eigenvalues computed in its own hook
+    with the caller's thread count, and the forward pass run to the end."""
+    spectra = []
+
+    def hook(_m, _i, out):
+        h = out.reshape(-1, out.shape[-1]).float()
+        c = h - h.mean(0, keepdim=True)
+        spectra.append(torch.linalg.eigvalsh(c.T @ c / (h.shape[0] - 1)).flip(0).clamp_min(0.0))
+
+    handles = [lin.register_forward_hook(hook) for lin in model.ffn_input_linears()]
+    try:
+        with torch.inference_mode():
+            model.eval()(**batch.as_kwargs())
+    finally:
+        for h in handles:
+            h.remove()
+    return spectra
+
+
+def test_the_faster_spectra_give_the_first_implementations_pca_dims_on_nas_bench_bert():
+    from optuna_wpca import dim_from_spectrum, layer_spectra, load_benchmark, text_batch
+
+    bench = load_benchmark("nas-bench-bert")
+    batch = text_batch(batch_size=16, seq_len=64)
+    before = torch.get_num_threads()
+    for i in range(50):
+        model = bench.build(i, seed=42)
+        reference = _reference_spectra(model, batch)
+        fast = layer_spectra(model, batch)
+        assert torch.get_num_threads() == before  # the one-thread eigensolver setting was restored
+        for ref, new in zip(reference, fast):
+            assert torch.allclose(ref, new, rtol=1e-4, atol=1e-6 * float(ref[0]))
+            for eta in (0.9, 0.99):
+                assert dim_from_spectrum(new, eta) == dim_from_spectrum(ref, eta), (i, eta)
+
+
+def test_the_forward_pass_stops_after_the_last_ffn_linear(small_batch):
+    model = tiny_wpca_model()
+    ran = []
+    model.layers[-1].ffn_out.register_forward_hook(lambda m, i, o: ran.append("ffn_out"))
+    model.layers[-1].ffn_in.register_forward_hook(lambda m, i, o: ran.append("ffn_in"))
+    compute_proxy("wpca", model, small_batch)
+    assert ran == ["ffn_in"]
+    model(**small_batch.as_kwargs())  # an ordinary forward afterwards runs to the end
+    assert ran == ["ffn_in", "ffn_in", "ffn_out"]

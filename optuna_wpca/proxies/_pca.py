@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Iterator, Sequence
 
 import torch
 
@@ -28,8 +30,8 @@ def check_proxy_options(options: dict) -> None:
         raise ValueError(f"reduce must be one of {REDUCTIONS}, got {options['reduce']!r}")
 
 
-def spectrum(h: torch.Tensor) -> torch.Tensor:
-    """Eigenvalues (descending, float32) of the column covariance of ``h`` (samples, features)."""
+def covariance(h: torch.Tensor) -> torch.Tensor:
+    """Column covariance (float32, 1/(N-1)) of ``h`` (samples, features), with the input checks."""
     if h.dim() != 2:
         raise ValueError(f"PCA expects a (samples, features) matrix, got shape {tuple(h.shape)}")
     if h.shape[0] < 2:
@@ -38,11 +40,49 @@ def spectrum(h: torch.Tensor) -> torch.Tensor:
     if not torch.isfinite(h).all():
         raise ValueError("activations contain NaN or inf; the candidate's forward pass is numerically broken")
     centred = h - h.mean(dim=0, keepdim=True)
-    cov = centred.T @ centred / (h.shape[0] - 1)
-    eig = torch.linalg.eigvalsh(cov).flip(0).clamp_min(0.0)
-    if not torch.isfinite(eig.sum()):
-        raise ValueError("covariance of the activations overflowed float32")
-    return eig
+    return centred.T @ centred / (h.shape[0] - 1)
+
+
+@contextlib.contextmanager
+def _one_cpu_thread(device: torch.device) -> Iterator[None]:
+    """Run small CPU eigendecompositions on one thread, restoring the caller's setting after.
+
+    A few-hundred-wide ``eigvalsh`` gains little from a second thread and loses a lot when the
+    cores are shared (other workers, other processes): measured here 0.14 s on one thread against
+    0.33-0.43 s on two beside a single competing process, and 20 s under heavier sharing.
+    """
+    before = torch.get_num_threads()
+    if device.type != "cpu" or before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def eigenvalues(covariances: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Descending eigenvalues (float32, clamped at 0) of symmetric matrices, one batched
+    ``eigvalsh`` call per distinct size; on the CPU on one thread (see ``_one_cpu_thread``)."""
+    out: list[torch.Tensor | None] = [None] * len(covariances)
+    groups: dict[tuple[int, torch.device], list[int]] = {}
+    for i, c in enumerate(covariances):
+        groups.setdefault((c.shape[0], c.device), []).append(i)
+    for (_, device), idx in groups.items():
+        with _one_cpu_thread(device):
+            eig = torch.linalg.eigvalsh(torch.stack([covariances[i] for i in idx]))
+        eig = eig.flip(-1).clamp_min(0.0)
+        for row, i in zip(eig, idx):
+            if not torch.isfinite(row.sum()):
+                raise ValueError("covariance of the activations overflowed float32")
+            out[i] = row
+    return out  # type: ignore[return-value]
+
+
+def spectrum(h: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues (descending, float32) of the column covariance of ``h`` (samples, features)."""
+    return eigenvalues([covariance(h)])[0]
 
 
 def dim_from_spectrum(eig: torch.Tensor, eta: float) -> int:
@@ -71,13 +111,18 @@ def pca_dim(h: torch.Tensor, eta: float = 0.99) -> int:
     return dim_from_spectrum(spectrum(h), eta)
 
 
-def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
-    """The covariance spectrum of every layer's FFN first-linear output, from one forward pass
-    without gradients (padding positions, if the mask has any, left out)."""
+class _LastFFNDone(Exception):
+    """Raised by the last FFN hook: nothing the model computes after it is needed."""
+
+
+def layer_covariances(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
+    """The covariance of every layer's FFN first-linear output, from one forward pass without
+    gradients (padding positions, if the mask has any, left out). The pass stops once the last
+    layer's FFN first linear has run: the rest of the model would only be thrown away."""
     layers = model.ffn_input_linears()
     keep = batch.attention_mask.reshape(-1).bool()
     keep = None if bool(keep.all()) else keep.to(next(model.parameters()).device)
-    spectra: list[torch.Tensor | None] = [None] * len(layers)
+    covariances: list[torch.Tensor | None] = [None] * len(layers)
     errors: list[str] = []
 
     def hook_for(i: int):
@@ -86,9 +131,11 @@ def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]
             if keep is not None:
                 h = h[keep]
             try:
-                spectra[i] = spectrum(h)
+                covariances[i] = covariance(h)
             except ValueError as err:
                 errors.append(f"layer {i}: {err}")
+            if i == len(layers) - 1:
+                raise _LastFFNDone
 
         return hook
 
@@ -99,13 +146,21 @@ def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]
         device = next(model.parameters()).device
         with torch.inference_mode():
             model(**batch.to(device).as_kwargs())
+    except _LastFFNDone:
+        pass
     finally:
         for handle in handles:
             handle.remove()
         model.train(was_training)
     if errors:
         raise ValueError("W-PCA cannot score this candidate: " + "; ".join(errors))
-    return spectra  # type: ignore[return-value]
+    return covariances  # type: ignore[return-value]
+
+
+def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
+    """The covariance spectrum of every layer's FFN first-linear output, from one forward pass
+    without gradients (see :func:`layer_covariances` and :func:`eigenvalues`)."""
+    return eigenvalues(layer_covariances(model, batch))
 
 
 def layer_pca_dims(
