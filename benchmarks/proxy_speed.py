@@ -1,83 +1,143 @@
-"""W-PCA's cost against one gradient computation on the same candidate and batch.
+"""What a W-PCA evaluation costs, stage by stage, against its own forward pass and a gradient step.
 
-    python benchmarks/proxy_speed.py [--batch-size 128 --seq-len 128 --repeats 3 --device cpu]
+    python benchmarks/proxy_speed.py [--batch-size 32 --seq-len 128 --repeats 5 --device cpu]
+                                     [--workers 2] [--json benchmarks/results/proxy_speed.json]
 
-Scores a W-PCA-Small candidate (12 layers, hidden 528, within the 15.7M budget) with W-PCA (one
-forward pass under ``torch.inference_mode``), and times a forward + backward pass of a masked-token
-style loss on the same batch: the least a gradient-based proxy must spend (the vocabulary head only on 15% of the positions, as
-BERT's MLM loss does). Both are medians of
-``--repeats`` runs after one warm-up, measured in the same process, and the ratio is what to read:
-absolute seconds move with the machine's load.
+On the W-PCA-Small candidate of the speed issue (``WPCASpace.small().sample(0)``, seed 0), in one
+process and one run, medians of ``--repeats`` after a warm-up:
+- build: ``space.build`` (allocation and seeded initialisation, on the target device);
+- forward: one plain forward pass under ``torch.inference_mode`` (the physical floor);
+- forward + covariances: the hooked pass that W-PCA runs (stopping after the last FFN linear);
+- eigenvalues: the batched eigendecompositions of those covariances;
+- W-PCA: the registered proxy end to end (``compute_proxy("wpca", ...)``);
+- gradient step: forward + backward of a masked-LM loss (what the cheapest gradient proxy spends).
+Ratios are what to read: absolute seconds move with the machine's load. With ``--workers N`` (CPU),
+N processes then score W-PCA at the same time, each with ``cores / N`` threads, and the per-evaluation
+time is compared with one worker's in the same run (the "no collapse" check).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
+import os
 import platform
 import statistics
 import time
 
-import numpy as np
 import torch
 
 from optuna_wpca import WPCASpace, compute_proxy, text_batch
+from optuna_wpca.proxies._pca import eigenvalues, layer_covariances
 
 
-def median_seconds(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int, sync) -> float:
     fn()
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
+def _worker(args: tuple[int, int, int, int, int, object]) -> float:
+    threads, batch_size, seq_len, repeats, _, barrier = args
+    torch.set_num_threads(threads)
+    space = WPCASpace.small()
+    model = space.build(space.sample(0), seed=0)
+    batch = text_batch(batch_size=batch_size, seq_len=seq_len)
+    compute_proxy("wpca", model, batch)
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        compute_proxy("wpca", model, batch)
+    return (time.perf_counter() - start) / repeats
+
+
+def workers_check(n: int, batch_size: int, seq_len: int, repeats: int) -> dict[str, float]:
+    cores = os.cpu_count() or 1
+    out = {}
+    ctx = mp.get_context("spawn")
+    for workers in (1, n):
+        threads = max(1, cores // workers)
+        with ctx.Manager() as manager:
+            barrier = manager.Barrier(workers)
+            with ctx.Pool(workers) as pool:
+                times = pool.map(_worker, [(threads, batch_size, seq_len, repeats, i, barrier) for i in range(workers)])
+        out[f"{workers}_workers_seconds_per_evaluation"] = statistics.mean(times)
+        out[f"{workers}_workers_threads_each"] = threads
+    out["slowdown"] = out[f"{n}_workers_seconds_per_evaluation"] / out["1_workers_seconds_per_evaluation"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--workers", type=int, default=0, help="also run the N-worker check (CPU)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     space = WPCASpace.small()
-    rng = np.random.default_rng(0)
-    # The largest of 300 random candidates within the 15.7M budget: a W-PCA-Small-sized model.
-    feasible = [a for a in (space.sample(rng) for _ in range(300)) if space.num_params(a) <= 15.7e6]
-    arch = max(feasible, key=space.num_params)
-    model = space.build(arch, seed=0, device=args.device)
-    batch = text_batch(batch_size=args.batch_size, seq_len=args.seq_len).to(args.device)
-    head = torch.nn.Linear(space.hidden_size, space.vocab_size).to(args.device)
+    arch = space.sample(0)
+    model = space.build(arch, seed=0, device=device)
+    batch = text_batch(batch_size=args.batch_size, seq_len=args.seq_len).to(device)
+    head = torch.nn.Linear(space.hidden_size, space.vocab_size).to(device)
+    masked = (torch.rand(batch.input_ids.shape, generator=torch.Generator().manual_seed(0)) < 0.15).to(device)
 
-    # A masked-LM loss as BERT computes it: the vocabulary head only on 15% of the positions.
-    masked = torch.rand(batch.input_ids.shape, generator=torch.Generator().manual_seed(0)) < 0.15
+    def forward() -> None:
+        with torch.inference_mode():
+            model(**batch.as_kwargs())
 
     def gradient() -> None:
         model.zero_grad(set_to_none=True)
         hidden = model(**batch.as_kwargs())
-        logits = head(hidden[masked.to(hidden.device)])
-        loss = torch.nn.functional.cross_entropy(logits, batch.input_ids[masked.to(hidden.device)])
+        loss = torch.nn.functional.cross_entropy(head(hidden[masked]), batch.input_ids[masked])
         loss.backward()
 
-    wpca_s = median_seconds(lambda: compute_proxy("wpca", model, batch), args.repeats)
-    grad_s = median_seconds(gradient, args.repeats)
+    covariances = layer_covariances(model, batch)
+    stages = {
+        "build": median_seconds(lambda: space.build(arch, seed=0, device=device), args.repeats, sync),
+        "forward": median_seconds(forward, args.repeats, sync),
+        "forward_and_covariances": median_seconds(lambda: layer_covariances(model, batch), args.repeats, sync),
+        "eigenvalues": median_seconds(lambda: eigenvalues(covariances), args.repeats, sync),
+        "wpca": median_seconds(lambda: compute_proxy("wpca", model, batch), args.repeats, sync),
+        "gradient_step": median_seconds(gradient, args.repeats, sync),
+    }
     result = {
+        "candidate": "WPCASpace.small().sample(0), seed 0",
         "candidate_params": space.num_params(arch),
         "batch": [args.batch_size, args.seq_len],
-        "wpca_seconds": wpca_s,
-        "gradient_seconds": grad_s,
-        "gradient_over_wpca": grad_s / wpca_s,
-        "device": args.device,
+        "device": str(device),
         "threads": torch.get_num_threads(),
+        "seconds": stages,
+        "ratios": {
+            "wpca_over_forward": stages["wpca"] / stages["forward"],
+            "eigenvalues_share_of_wpca": stages["eigenvalues"] / stages["wpca"],
+            "covariances_over_forward": (stages["forward_and_covariances"] - stages["forward"]) / stages["forward"],
+            "wpca_over_gradient_step": stages["wpca"] / stages["gradient_step"],
+            "build_over_wpca": stages["build"] / stages["wpca"],
+        },
+        "torch": torch.__version__,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
     }
+    if device.type == "cuda":
+        result["gpu"] = torch.cuda.get_device_name(device)
+    if args.workers and device.type == "cpu":
+        result["workers"] = workers_check(args.workers, args.batch_size, args.seq_len, args.repeats)
     print(json.dumps(result, indent=2))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+            f.write("\n")
 
 
 if __name__ == "__main__":

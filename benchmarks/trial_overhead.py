@@ -1,0 +1,73 @@
+"""What a trial costs besides its proxy: the storage and the sampler, per trial.
+
+    python benchmarks/trial_overhead.py [--trials 300] [--json benchmarks/results/trial_overhead.json]
+
+A W-PCA-Small study (``WPCASpace.small()``, 24 categorical genes, the 15.7M budget) whose objective
+only suggests the architecture and records what ``ZeroCostObjective`` records (user attributes of a
+typical trial), so what is timed is Optuna's bookkeeping: the sampler's proposal and the storage's
+reads and writes. Each (storage, sampler) pair is one study of ``--trials`` trials in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+import optuna_wpca
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def objective_for(space):
+    def objective(trial: optuna.Trial) -> float:
+        arch = space.suggest(trial)
+        n = space.num_params(arch)
+        trial.set_user_attr("num_params", n)
+        trial.set_user_attr("architecture", space.describe(arch))
+        trial.set_user_attr("pca_dims", [100] * arch.num_layers)
+        trial.set_user_attr("feasible", n <= 15.7e6)
+        trial.set_constraint("max_params", float(n - 15.7e6))
+        return float(n)
+
+    return objective
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    space = optuna_wpca.WPCASpace.small()
+    tmp = Path(tempfile.mkdtemp())
+    storages = {
+        "in-memory": lambda: None,
+        "sqlite": lambda: f"sqlite:///{tmp / 'o.db'}",
+        "journal": lambda: optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(tmp / "o.journal"))),
+    }
+    samplers = {
+        "RandomSampler": lambda: optuna.samplers.RandomSampler(seed=0),
+        "WPCASampler": lambda: optuna_wpca.WPCASampler(space, max_params=15.7e6, seed=0),
+    }
+    rows = []
+    for sname, storage in storages.items():
+        for pname, sampler in samplers.items():
+            study = optuna.create_study(direction="maximize", sampler=sampler(), storage=storage(),
+                                        study_name=f"{sname}-{pname}")
+            start = time.perf_counter()
+            study.optimize(objective_for(space), n_trials=args.trials)
+            seconds = (time.perf_counter() - start) / args.trials
+            rows.append({"storage": sname, "sampler": pname, "seconds_per_trial": seconds})
+            print(f"{sname:<10}{pname:<15}{1000 * seconds:8.2f} ms per trial", flush=True)
+    result = {"trials": args.trials, "space": "WPCASpace.small()", "rows": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
