@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -34,6 +34,9 @@ import torch  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 import optuna_wpca  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resumable_study import open_storage, run_segment  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 BAND = (5e6, 12e6)
@@ -58,28 +61,14 @@ def main() -> None:
     sampler = optuna_wpca.WPCASampler(space, min_params=BAND[0], max_params=BAND[1],
                                       population_size=args.population_size,
                                       n_generations=-(-args.trials // args.population_size), seed=args.seed)
-    storage = args.storage
-    if "://" not in storage:
-        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(args.storage))
+    storage = open_storage(args.storage)
     study = optuna.create_study(directions=["maximize", "minimize", "minimize"], sampler=sampler, storage=storage,
                                 study_name=args.study_name, load_if_exists=True)
     study.set_metric_names(["wpca", "latency_ms", "peak_memory_mb"])
     batch = optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len)
     objective = optuna_wpca.ZeroCostObjective(space, proxies=("wpca", "latency", "peak_memory"), batch=batch,
                                               min_params=BAND[0], max_params=BAND[1], latency_seq_len=192)
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        print(f"trial {t.number} was cut off by the end of an earlier segment: marked FAIL", flush=True)
-    finished = (TrialState.COMPLETE, TrialState.PRUNED)
-    remaining = args.trials - len(study.get_trials(deepcopy=False, states=finished))
-    segment_start = time.time()
-    if remaining > 0:
-        print(f"{args.trials - remaining} trials already in the study; running {remaining} more", flush=True)
-        study.optimize(objective, n_trials=remaining, timeout=args.stop_after)
-    segments = study.user_attrs.get("segments", [])
-    segments.append({"started": segment_start, "seconds": time.time() - segment_start,
-                     "trials_after": len(study.trials), "torch_threads": torch.get_num_threads()})
-    study.set_user_attr("segments", segments)
+    segments = run_segment(study, objective, args.trials, args.stop_after)
 
     completed = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     wall = sum((t.datetime_complete - t.datetime_start).total_seconds() for t in completed)

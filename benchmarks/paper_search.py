@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
+import sys
 from pathlib import Path
 
 import optuna
@@ -24,6 +24,9 @@ import torch
 from optuna.trial import TrialState
 
 import optuna_wpca
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resumable_study import open_storage, run_segment  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -43,27 +46,12 @@ def main() -> None:
 
     space = optuna_wpca.WPCASpace.small()
     sampler = optuna_wpca.WPCASampler(space, max_params=15.7e6, seed=args.seed)
-    storage = args.storage
-    if "://" not in storage:
-        storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(args.storage))
+    storage = open_storage(args.storage)
     study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage,
                                 study_name=args.study_name, load_if_exists=True)
     batch = optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len)
     objective = optuna_wpca.ZeroCostObjective(space, proxy="wpca", batch=batch, max_params=15.7e6)
-    # One writer at a time: a trial still RUNNING here was cut off when an earlier segment was stopped.
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        print(f"trial {t.number} was cut off by the end of an earlier segment: marked FAIL", flush=True)
-    finished = (TrialState.COMPLETE, TrialState.PRUNED)
-    remaining = args.trials - len(study.get_trials(deepcopy=False, states=finished))
-    segment_start = time.time()
-    if remaining > 0:
-        print(f"{args.trials - remaining} trials already in the study; running {remaining} more", flush=True)
-        study.optimize(objective, n_trials=remaining, timeout=args.stop_after)
-    segments = study.user_attrs.get("segments", [])
-    segments.append({"started": segment_start, "seconds": time.time() - segment_start,
-                     "trials_after": len(study.trials), "torch_threads": torch.get_num_threads()})
-    study.set_user_attr("segments", segments)
+    segments = run_segment(study, objective, args.trials, args.stop_after)
 
     completed = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in completed]
