@@ -65,7 +65,7 @@ class ZeroCostObjective:
         for name in self.proxies:
             get_proxy(name)  # fails early on an unknown name
         space.check_budget(max_params, min_params)
-        check_proxy_options(proxy_options)
+        check_proxy_options(proxy_options, self.proxies)
         self.device = torch.device(device)
         self.seed = seed
         self.max_params = max_params

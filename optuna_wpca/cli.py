@@ -164,7 +164,8 @@ def _search(args: argparse.Namespace) -> int:
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
     objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
-                                  max_params=budget, min_params=floor, artifact_store=store, eta=args.eta)
+                                  max_params=budget, min_params=floor, artifact_store=store,
+                                  **({} if args.eta is None else {"eta": args.eta}))
     storage = _open_storage(args.storage)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 direction="minimize" if args.proxy == "latency" else "maximize",
@@ -371,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--min-params", type=float, default=None,
                         help="lower end of a parameter band (default: the preset's, 5e6 for lts-gpt2, else none)")
     search.add_argument("--proxy", default="wpca", help="proxy to maximise (default wpca; latency is minimised)")
-    search.add_argument("--eta", type=float, default=0.99, help="PCA variance threshold (default 0.99)")
+    search.add_argument("--eta", type=float, default=None, help="PCA variance threshold (default 0.99)")
     search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
                         help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
     search.add_argument("--study-name", default="optuna-wpca", help="study name (resumed if it exists)")

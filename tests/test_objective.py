@@ -71,3 +71,14 @@ def test_bad_objective_arguments(space):
         ZeroCostObjective(space, "pca")
     with pytest.raises(ValueError, match="below the smallest candidate"):
         ZeroCostObjective(space, max_params=10)
+
+
+def test_a_misspelt_proxy_option_is_an_error_naming_the_accepted_ones():
+    import pytest
+
+    from optuna_wpca import WPCASpace, ZeroCostObjective
+
+    with pytest.raises(ValueError, match="unknown proxy option 'etta' for wpca; accepted: count, eta, eta_mobilebert"):
+        ZeroCostObjective(WPCASpace.tiny(), etta=0.5)
+    # An option taken by any of the study's proxies is fine.
+    ZeroCostObjective(WPCASpace.tiny(), proxies=("wpca", "latency"), latency_seq_len=192, eta=0.9)

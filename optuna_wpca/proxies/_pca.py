@@ -10,7 +10,7 @@ import torch
 
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
-from optuna_wpca.proxies._registry import ProxyResult, register_proxy
+from optuna_wpca.proxies._registry import ProxyResult, get_proxy, register_proxy
 
 REDUCTIONS = ("sum", "mean")
 
@@ -21,8 +21,23 @@ def check_eta(eta: float, name: str = "eta") -> float:
     return float(eta)
 
 
-def check_proxy_options(options: dict) -> None:
-    """Fail before any model is built when a shared proxy option is out of range."""
+def check_proxy_options(options: dict, proxies: Sequence[str] | None = None) -> None:
+    """Fail before any model is built when a shared proxy option is out of range, or (given the
+    proxies it is meant for) when no one of them takes it: a misspelt option is an error, not a
+    silently ignored keyword.
+
+    Example:
+        >>> check_proxy_options({"etta": 0.5}, ["wpca"])
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown proxy option 'etta' for wpca; accepted: count, eta, eta_mobilebert, reduce
+    """
+    if proxies is not None:
+        accepted = sorted({name for proxy in proxies for name in get_proxy(proxy).options})
+        for name in options:
+            if name not in accepted:
+                raise ValueError(f"unknown proxy option {name!r} for {', '.join(proxies)}; "
+                                 f"accepted: {', '.join(accepted) or 'none'}")
     for name in ("eta", "eta_mobilebert"):
         if options.get(name) is not None:
             check_eta(options[name], name)
