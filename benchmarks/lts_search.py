@@ -96,8 +96,9 @@ def main() -> None:
     if args.retime:
         # The search's latencies were measured while the study ran; timing the front again on an idle
         # machine shows how much of its order is noise.
+        by_number = {t.number: t for t in completed}
         for row in out["pareto_front"]:
-            model = space.build(space.from_params(study.trials[row["trial"]].params), seed=0)
+            model = space.build(space.from_params(by_number[row["trial"]].params), seed=0)
             again = optuna_wpca.compute_proxy("latency", model, batch, latency_seq_len=192, repeats=20)
             row["latency_ms_retimed"] = again.value
         ranks = [r["latency_ms"] for r in out["pareto_front"]], [r["latency_ms_retimed"] for r in out["pareto_front"]]
