@@ -8,10 +8,13 @@ from optuna_wpca import (
     TextBatch,
     WPCASpace,
     compute_proxy,
+    dim_from_spectrum,
     get_proxy,
     layer_pca_dims,
+    layer_spectra,
     list_proxies,
     pca_dim,
+    text_batch,
 )
 
 
@@ -193,3 +196,52 @@ def test_the_forward_pass_stops_after_the_last_ffn_linear(small_batch):
     assert ran == ["ffn_in"]
     model(**small_batch.as_kwargs())  # an ordinary forward afterwards runs to the end
     assert ran == ["ffn_in", "ffn_in", "ffn_out"]
+
+
+def test_a_factored_ffn_covariance_has_the_dense_spectrum():
+    from optuna_wpca.proxies._pca import FFNCovariance, covariance, eigenvalues
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3000, 24, generator=g) * torch.linspace(0.1, 3.0, 24)
+    w = torch.randn(96, 24, generator=g)
+    dense = covariance(x @ w.T + 0.5)
+    factored = FFNCovariance(covariance(x), w)
+    assert factored.width == 96
+    assert torch.allclose(factored.dense(), dense, rtol=1e-3, atol=1e-3 * float(dense.abs().max()))
+    (ours,), (reference,) = eigenvalues([factored]), eigenvalues([dense])
+    assert ours.shape == reference.shape == (96,)
+    assert torch.count_nonzero(ours[24:]) == 0  # rank <= input width: the rest is exactly zero
+    assert torch.allclose(ours, reference, rtol=1e-4, atol=1e-5 * float(reference[0]))
+    for eta in (0.5, 0.9, 0.99, 0.999):
+        assert dim_from_spectrum(ours, eta) == dim_from_spectrum(reference, eta)
+
+
+def test_a_factored_covariance_without_a_cholesky_factor_falls_back_to_the_dense_form():
+    from optuna_wpca.proxies._pca import FFNCovariance, covariance, eigenvalues
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(500, 8, generator=g)
+    w = torch.randn(32, 8, generator=g)
+    w[:, 3] = 0.0  # W^T W is singular
+    (ours,) = eigenvalues([FFNCovariance(covariance(x), w)])
+    (reference,) = eigenvalues([covariance(x @ w.T)])
+    assert torch.allclose(ours, reference, rtol=1e-4, atol=1e-5 * float(reference[0]))
+
+
+def test_widening_ffn_linears_are_read_at_their_input_and_the_last_one_is_not_run():
+    from optuna_wpca.proxies._pca import layer_covariances
+
+    space = WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+    arch = space.from_params({"layer_00_block": "mobilebert", "layer_00_ffn_mult": 6,
+                              "layer_01_block": "mobilebert", "layer_01_ffn_mult": 6})
+    model = space.build(arch, seed=0)
+    batch = text_batch(batch_size=8, seq_len=64)
+    ran = []
+    model.layers[-1].ffn_in.register_forward_hook(lambda m, i, o: ran.append("ffn_in"))
+    covariances = layer_covariances(model, batch)
+    assert all(c.weight is not None and c.matrix.shape[0] < c.width for c in covariances)
+    assert ran == []  # the last layer's input covariance is all W-PCA needs from it
+    reference = _reference_spectra(model, batch)
+    for ref, new in zip(reference, layer_spectra(model, batch)):
+        for eta in (0.9, 0.99):
+            assert dim_from_spectrum(new, eta) == dim_from_spectrum(ref, eta)

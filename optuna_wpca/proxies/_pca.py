@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
@@ -45,8 +46,7 @@ def check_proxy_options(options: dict, proxies: Sequence[str] | None = None) -> 
         raise ValueError(f"reduce must be one of {REDUCTIONS}, got {options['reduce']!r}")
 
 
-def covariance(h: torch.Tensor) -> torch.Tensor:
-    """Column covariance (float32, 1/(N-1)) of ``h`` (samples, features), with the input checks."""
+def _checked(h: torch.Tensor) -> torch.Tensor:
     if h.dim() != 2:
         raise ValueError(f"PCA expects a (samples, features) matrix, got shape {tuple(h.shape)}")
     if h.shape[0] < 2:
@@ -54,8 +54,58 @@ def covariance(h: torch.Tensor) -> torch.Tensor:
     h = h.float()
     if not torch.isfinite(h).all():
         raise ValueError("activations contain NaN or inf; the candidate's forward pass is numerically broken")
+    return h
+
+
+def covariance(h: torch.Tensor) -> torch.Tensor:
+    """Column covariance (float32, 1/(N-1)) of ``h`` (samples, features), with the input checks."""
+    h = _checked(h)
     centred = h - h.mean(dim=0, keepdim=True)
     return centred.T @ centred / (h.shape[0] - 1)
+
+
+@dataclass
+class FFNCovariance:
+    """The covariance of one FFN first-linear output H = X W^T + b (D columns).
+
+    When the linear widens (input width d < D) and that is cheaper, it is kept factored: the input
+    covariance Cx (d x d) and W, since Cov(H) = W Cx W^T. Its nonzero eigenvalues are those of the
+    d x d matrix L^T Cx L, where W^T W = L L^T (Cholesky), and the other D - d are zero: the
+    covariance costs N d^2 instead of N D^2 multiply-adds and the eigensolver works on d x d.
+    """
+
+    matrix: torch.Tensor  #: Cov(H) (D x D), or Cx (d x d) when ``weight`` is set
+    weight: torch.Tensor | None = None  #: W (D x d) of the factored form
+
+    @property
+    def width(self) -> int:
+        return self.matrix.shape[0] if self.weight is None else self.weight.shape[0]
+
+    def dense(self) -> torch.Tensor:
+        """Cov(H) as a D x D matrix."""
+        if self.weight is None:
+            return self.matrix
+        w = self.weight.float()
+        return w @ self.matrix @ w.T
+
+    def small_symmetric(self) -> torch.Tensor:
+        """A symmetric matrix with Cov(H)'s nonzero eigenvalues: itself, or L^T Cx L."""
+        if self.weight is None:
+            return self.matrix
+        w = self.weight.float()
+        chol, info = torch.linalg.cholesky_ex(w.T @ w)
+        if int(info) != 0:  # W without full column rank (e.g. a zeroed weight): no factor; use the dense form
+            return self.dense()
+        return chol.T @ self.matrix @ chol
+
+
+def _input_side_is_cheaper(tokens: int, d_in: int, d_out: int) -> bool:
+    """Whether the factored covariance costs fewer multiply-adds (covariance plus eigensolver)."""
+    if d_in >= d_out:
+        return False
+    factored = tokens * d_in**2 + d_out * d_in**2 + 3 * d_in**3 + 4 * d_in**3 / 3
+    direct = tokens * d_out**2 + 4 * d_out**3 / 3
+    return factored < direct
 
 
 @contextlib.contextmanager
@@ -77,21 +127,26 @@ def _one_cpu_thread(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def eigenvalues(covariances: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Descending eigenvalues (float32, clamped at 0) of symmetric matrices, one batched
-    ``eigvalsh`` call per distinct size; on the CPU on one thread (see ``_one_cpu_thread``)."""
-    out: list[torch.Tensor | None] = [None] * len(covariances)
+def eigenvalues(covariances: Sequence[torch.Tensor | FFNCovariance]) -> list[torch.Tensor]:
+    """Descending eigenvalues (float32, clamped at 0) of symmetric matrices (or of factored FFN
+    covariances, padded with zeros to their width), one batched ``eigvalsh`` call per distinct
+    size; on the CPU on one thread (see ``_one_cpu_thread``)."""
+    items = [c if isinstance(c, FFNCovariance) else FFNCovariance(c) for c in covariances]
+    out: list[torch.Tensor | None] = [None] * len(items)
+    with torch.inference_mode():
+        small = [c.small_symmetric() for c in items]
     groups: dict[tuple[int, torch.device], list[int]] = {}
-    for i, c in enumerate(covariances):
-        groups.setdefault((c.shape[0], c.device), []).append(i)
+    for i, m in enumerate(small):
+        groups.setdefault((m.shape[0], m.device), []).append(i)
     for (_, device), idx in groups.items():
         with _one_cpu_thread(device):
-            eig = torch.linalg.eigvalsh(torch.stack([covariances[i] for i in idx]))
+            eig = torch.linalg.eigvalsh(torch.stack([small[i] for i in idx]))
         eig = eig.flip(-1).clamp_min(0.0)
         for row, i in zip(eig, idx):
             if not torch.isfinite(row.sum()):
                 raise ValueError("covariance of the activations overflowed float32")
-            out[i] = row
+            pad = items[i].width - row.numel()
+            out[i] = torch.cat([row, row.new_zeros(pad)]) if pad else row
     return out  # type: ignore[return-value]
 
 
@@ -130,31 +185,51 @@ class _LastFFNDone(Exception):
     """Raised by the last FFN hook: nothing the model computes after it is needed."""
 
 
-def layer_covariances(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
+def layer_covariances(model: CandidateModel, batch: TextBatch) -> list[FFNCovariance]:
     """The covariance of every layer's FFN first-linear output, from one forward pass without
-    gradients (padding positions, if the mask has any, left out). The pass stops once the last
-    layer's FFN first linear has run: the rest of the model would only be thrown away."""
+    gradients (padding positions, if the mask has any, left out).
+
+    A widening linear whose factored form is cheaper (see :class:`FFNCovariance`) is read at its
+    input, before it runs; the others at their output. The pass stops once the last layer's FFN
+    has given what is needed: the rest of the model would only be thrown away.
+    """
     layers = model.ffn_input_linears()
     keep = batch.attention_mask.reshape(-1).bool()
+    tokens = int(keep.sum())
     keep = None if bool(keep.all()) else keep.to(next(model.parameters()).device)
-    covariances: list[torch.Tensor | None] = [None] * len(layers)
+    covariances: list[FFNCovariance | None] = [None] * len(layers)
     errors: list[str] = []
 
-    def hook_for(i: int):
-        def hook(_module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
-            h = output.reshape(-1, output.shape[-1])
-            if keep is not None:
-                h = h[keep]
-            try:
-                covariances[i] = covariance(h)
-            except ValueError as err:
-                errors.append(f"layer {i}: {err}")
-            if i == len(layers) - 1:
-                raise _LastFFNDone
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        t = t.reshape(-1, t.shape[-1])
+        return t if keep is None else t[keep]
+
+    def record(i: int, make) -> None:
+        try:
+            covariances[i] = make()
+        except ValueError as err:
+            errors.append(f"layer {i}: {err}")
+        if i == len(layers) - 1:
+            raise _LastFFNDone
+
+    def input_hook(i: int):
+        def hook(module: torch.nn.Linear, inputs: tuple[torch.Tensor, ...]) -> None:
+            record(i, lambda: FFNCovariance(covariance(rows(inputs[0])), module.weight.detach()))
 
         return hook
 
-    handles = [linear.register_forward_hook(hook_for(i)) for i, linear in enumerate(layers)]
+    def output_hook(i: int):
+        def hook(_module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
+            record(i, lambda: FFNCovariance(covariance(rows(output))))
+
+        return hook
+
+    handles = []
+    for i, linear in enumerate(layers):
+        if _input_side_is_cheaper(tokens, linear.in_features, linear.out_features):
+            handles.append(linear.register_forward_pre_hook(input_hook(i)))
+        else:
+            handles.append(linear.register_forward_hook(output_hook(i)))
     was_training = model.training
     try:
         model.eval()
@@ -173,8 +248,9 @@ def layer_covariances(model: CandidateModel, batch: TextBatch) -> list[torch.Ten
 
 
 def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
-    """The covariance spectrum of every layer's FFN first-linear output, from one forward pass
-    without gradients (see :func:`layer_covariances` and :func:`eigenvalues`)."""
+    """The covariance spectrum of every layer's FFN first-linear output (descending, one entry per
+    output feature), from one forward pass without gradients (see :func:`layer_covariances` and
+    :func:`eigenvalues`)."""
     return eigenvalues(layer_covariances(model, batch))
 
 
