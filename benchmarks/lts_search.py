@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from resumable_study import open_storage, run_segment  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-BAND = (5e6, 12e6)
+BUDGET = optuna_wpca.PRESETS["lts-gpt2"].budget  # LiteTransformerSearch's 5M-12M band
+BAND = (BUDGET.min_params, BUDGET.max_params)
 
 
 def main() -> None:
@@ -69,7 +70,7 @@ def main() -> None:
     study.set_metric_names(["wpca", "latency_ms", "peak_memory_mb"])
     batch = optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len)
     objective = optuna_wpca.ZeroCostObjective(space, proxies=("wpca", "latency", "peak_memory"), batch=batch,
-                                              min_params=BAND[0], max_params=BAND[1], latency_seq_len=192)
+                                              latency_seq_len=192)
     segments = run_segment(study, objective, args.trials, args.stop_after)
 
     completed = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))

@@ -44,19 +44,19 @@ def main() -> None:
     parser.add_argument("--json", default="benchmarks/results/paper_search.json")
     args = parser.parse_args()
 
-    space = optuna_wpca.WPCASpace.small()
-    sampler = optuna_wpca.WPCASampler(space, max_params=15.7e6, seed=args.seed)
+    space, budget = optuna_wpca.preset("wpca-small")
+    sampler = optuna_wpca.WPCASampler(space, max_params=budget.max_params, seed=args.seed)
     storage = open_storage(args.storage)
     study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage,
                                 study_name=args.study_name, load_if_exists=True)
     batch = optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len)
-    objective = optuna_wpca.ZeroCostObjective(space, proxy="wpca", batch=batch, max_params=15.7e6)
+    objective = optuna_wpca.ZeroCostObjective(space, proxy="wpca", batch=batch)
     segments = run_segment(study, objective, args.trials, args.stop_after)
 
     completed = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in completed]
     wall = sum(durations)
-    over_budget = [t.number for t in completed if t.user_attrs["num_params"] > 15.7e6]
+    over_budget = [t.number for t in completed if not budget.contains(t.user_attrs["num_params"])]
     out = {
         "evaluations": len(completed),
         "target": args.trials,

@@ -30,7 +30,7 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
-from optuna_wpca import WPCASampler, WPCASpace, ZeroCostObjective, text_batch
+from optuna_wpca import PRESETS, WPCASampler, WPCASpace, ZeroCostObjective, text_batch
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--budget", type=float, default=15.7e6)
+    parser.add_argument("--budget", type=float, default=PRESETS["wpca-small"].budget.max_params)
     parser.add_argument("--samplers", nargs="+", default=["wpca_ga", "random", "tpe", "nsgaii"])
     parser.add_argument("--quick", action="store_true", help="100 evaluations, population 20, batch 16 x 32")
     parser.add_argument("--no-summary", action="store_true",

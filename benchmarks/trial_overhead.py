@@ -23,6 +23,9 @@ import optuna_wpca
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+BUDGET = optuna_wpca.PRESETS["wpca-small"].budget
+
+
 def objective_for(space):
     def objective(trial: optuna.Trial) -> float:
         arch = space.suggest(trial)
@@ -30,8 +33,9 @@ def objective_for(space):
         trial.set_user_attr("num_params", n)
         trial.set_user_attr("architecture", space.describe(arch))
         trial.set_user_attr("pca_dims", [100] * arch.num_layers)
-        trial.set_user_attr("feasible", n <= 15.7e6)
-        trial.set_constraint("max_params", float(n - 15.7e6))
+        trial.set_user_attr("feasible", BUDGET.contains(n))
+        for name, value in BUDGET.constraints(n).items():
+            trial.set_constraint(name, value)
         return float(n)
 
     return objective
@@ -52,7 +56,7 @@ def main() -> None:
     }
     samplers = {
         "RandomSampler": lambda: optuna.samplers.RandomSampler(seed=0),
-        "WPCASampler": lambda: optuna_wpca.WPCASampler(space, max_params=15.7e6, seed=0),
+        "WPCASampler": lambda: optuna_wpca.WPCASampler(space, max_params=BUDGET.max_params, seed=0),
     }
     rows = []
     for sname, storage in storages.items():

@@ -31,10 +31,10 @@ if args.storage.startswith("journal://"):
 else:
     storage = RDBStorage(args.storage, heartbeat_interval=10, grace_period=30,
                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=2))
-space = optuna_wpca.WPCASpace.tiny()
+space, budget = optuna_wpca.preset("wpca-tiny")
 study = optuna.create_study(study_name=args.study_name, storage=storage, direction="maximize", load_if_exists=True,
-                            sampler=optuna_wpca.WPCASampler(space, max_params=10e6, population_size=20))
-objective = optuna_wpca.ZeroCostObjective(space, max_params=10e6,
+                            sampler=optuna_wpca.WPCASampler(space, max_params=budget.max_params, population_size=20))
+objective = optuna_wpca.ZeroCostObjective(space,
                                           batch=optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len))
 study.optimize(objective, n_trials=args.n_trials)
 print(f"this worker is done; the study holds {len(study.trials)} trials, best W-PCA {study.best_value:.4g}")

@@ -23,14 +23,13 @@ parser.add_argument("--seq-len", type=int, default=128)
 parser.add_argument("--storage", default=None)
 args = parser.parse_args()
 
-space = optuna_wpca.WPCASpace.small() if args.preset == "small" else optuna_wpca.WPCASpace.tiny()
-budget = 15.7e6 if args.preset == "small" else 10e6
-sampler = optuna_wpca.WPCASampler(space, max_params=budget, population_size=args.population_size,
+space, budget = optuna_wpca.preset(f"wpca-{args.preset}")
+sampler = optuna_wpca.WPCASampler(space, max_params=budget.max_params, population_size=args.population_size,
                                   n_generations=args.generations, seed=0)
 study = optuna.create_study(direction="maximize", sampler=sampler, storage=args.storage,
                             study_name=f"wpca-{args.preset}", load_if_exists=True)
 batch = optuna_wpca.text_batch(batch_size=args.batch_size, seq_len=args.seq_len)
-study.optimize(optuna_wpca.ZeroCostObjective(space, batch=batch, max_params=budget), n_trials=sampler.n_trials)
+study.optimize(optuna_wpca.ZeroCostObjective(space, batch=batch), n_trials=sampler.n_trials)
 best = space.from_params(study.best_trial.params)
 print(f"W-PCA-{args.preset.capitalize()}: best W-PCA {study.best_value:.4g}, {space.num_params(best):,} parameters")
 for i, line in enumerate(space.describe(best)):

@@ -22,10 +22,10 @@ parser.add_argument("--population-size", type=int, default=20)
 parser.add_argument("--out", default="pareto_latency.png")
 args = parser.parse_args()
 
-space = optuna_wpca.WPCASpace.tiny()
-sampler = optuna_wpca.WPCASampler(space, max_params=10e6, population_size=args.population_size, seed=0)
+space, budget = optuna_wpca.preset("wpca-tiny")
+sampler = optuna_wpca.WPCASampler(space, max_params=budget.max_params, population_size=args.population_size, seed=0)
 objective = optuna_wpca.ZeroCostObjective(
-    space, proxies=("wpca", "latency"), batch=optuna_wpca.text_batch(batch_size=16, seq_len=32), max_params=10e6
+    space, proxies=("wpca", "latency"), batch=optuna_wpca.text_batch(batch_size=16, seq_len=32)
 )
 study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
 study.optimize(objective, n_trials=args.n_trials)

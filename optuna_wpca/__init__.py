@@ -12,6 +12,16 @@ Example:
 
 from optuna_wpca._objective import ZeroCostObjective
 from optuna_wpca._ranking import Benchmark, load_benchmark, rank_proxies
+from optuna_wpca._study import (
+    PRESETS,
+    Budget,
+    SearchRecord,
+    is_feasible,
+    preset,
+    read_search,
+    record_search,
+    top_trials,
+)
 from optuna_wpca._text import TextBatch, bundled_text_path, load_tokenizer, text_batch
 from optuna_wpca.models import (
     CandidateModel,
@@ -21,6 +31,7 @@ from optuna_wpca.models import (
     WPCAModel,
 )
 from optuna_wpca.proxies import (
+    DEFAULT_ETA,
     ProxyResult,
     compute_proxy,
     dim_from_spectrum,
@@ -37,14 +48,18 @@ from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, Searc
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_ETA",
+    "PRESETS",
     "Architecture",
     "Benchmark",
+    "Budget",
     "CandidateModel",
     "DecoderSpace",
     "FlexiBERTConfig",
     "FlexiBERTModel",
     "FlexiBERTSpace",
     "ProxyResult",
+    "SearchRecord",
     "SearchSpace",
     "TextBatch",
     "WPCAConfig",
@@ -56,6 +71,7 @@ __all__ = [
     "compute_proxy",
     "dim_from_spectrum",
     "get_proxy",
+    "is_feasible",
     "layer_pca_dims",
     "layer_spectra",
     "list_proxies",
@@ -63,8 +79,12 @@ __all__ = [
     "load_space",
     "load_tokenizer",
     "pca_dim",
+    "preset",
     "rank_proxies",
+    "read_search",
+    "record_search",
     "register_proxy",
     "space_from_dict",
     "text_batch",
+    "top_trials",
 ]

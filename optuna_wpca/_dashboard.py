@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import tempfile
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
 from optuna_wpca.spaces import Architecture, SearchSpace
+
+if TYPE_CHECKING:
+    from optuna_wpca._study import SearchRecord
 
 _COLOURS = {"bert": "#4C72B0", "mobilebert": "#DD8452", "SA": "#4C72B0", "LT": "#55A868", "DSC": "#C44E52"}
 
@@ -85,16 +88,17 @@ def upload_architecture(
     return artifact_id
 
 
-def annotate_study(study: optuna.Study, space: SearchSpace, *, max_params: float | None, proxy: str) -> None:
-    """Study-level note and user attributes naming the space, the budget and the proxy."""
+def save_study_note(study: optuna.Study, record: SearchRecord) -> None:
+    """The study's dashboard note: its space, budget, proxies and minibatch."""
     import optuna_dashboard
 
-    study.set_user_attr("optuna_wpca.space", space.to_dict())
-    study.set_user_attr("optuna_wpca.max_params", max_params)
-    study.set_user_attr("optuna_wpca.proxy", proxy)
-    budget = "none" if max_params is None else f"{max_params:,.0f} parameters ({space.count})"
+    space = record.space
     config = ", ".join(f"{k}={v}" for k, v in space.config().items())
+    budget = record.budget.describe() + ("" if not record.budget.is_set else f" ({space.count})")
+    proxies = ", ".join(f"`{p}`" for p in record.proxies) if record.proxies else "not recorded yet"
+    batch = "x".join(map(str, record.batch)) if record.batch else "not recorded yet"
     optuna_dashboard.save_note(
         study,
-        f"## optuna-wpca search\n\n- space: `{space.kind}` ({config})\n- budget: {budget}\n- proxy: `{proxy}`\n",
+        f"## optuna-wpca search\n\n- space: `{space.kind}` ({config})\n- budget: {budget}\n"
+        f"- proxy: {proxies}\n- minibatch: {batch} (sequences x tokens)\n",
     )

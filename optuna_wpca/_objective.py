@@ -10,9 +10,9 @@ import optuna
 import torch
 
 from optuna_wpca._dashboard import upload_architecture
+from optuna_wpca._study import FEASIBLE_ATTR, Budget, record_search
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
-from optuna_wpca.sampler._sampler import FEASIBLE_ATTR
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.objective")
@@ -26,10 +26,13 @@ class ZeroCostObjective:
     PCA dimensions, each proxy's parts, the layer-by-layer architecture and the seconds taken.
     An architecture scored before by this objective (same seed) is not scored again.
 
-    With ``max_params``, the budget is set as an Optuna constraint (``trial.set_constraint``)
-    and mirrored in the ``feasible`` user attribute; an over-budget candidate (possible only with
-    a sampler that ignores the budget) is pruned before any model is built. ``min_params`` adds a
-    lower bound the same way, for a band such as LiteTransformerSearch's 5M-12M.
+    The parameter budget is the one the study records (given to :class:`~optuna_wpca.WPCASampler`,
+    which records it), or ``max_params`` / ``min_params`` here when the sampler is another one; a
+    budget given to both must agree. It is set as Optuna constraints (``trial.set_constraint``) and
+    mirrored in the ``feasible`` user attribute; an over-budget candidate (possible only with a
+    sampler that ignores the budget) is pruned before any model is built. ``min_params`` is the
+    lower end of a band such as LiteTransformerSearch's 5M-12M. The first call also records the
+    proxies and the minibatch shape in the study, so ``optuna-wpca show`` and ``export`` work on it.
 
     With an ``artifact_store`` (``optuna.artifacts.FileSystemArtifactStore(dir)``), each trial
     gets its architecture picture as an SVG artifact and its layer table as a dashboard note.
@@ -64,17 +67,38 @@ class ZeroCostObjective:
         self.proxies = tuple(proxies) if proxies else (proxy,)
         for name in self.proxies:
             get_proxy(name)  # fails early on an unknown name
-        space.check_budget(max_params, min_params)
+        self._budget = Budget(max_params, min_params).check(space)
         check_proxy_options(proxy_options, self.proxies)
         self.device = torch.device(device)
         self.seed = seed
-        self.max_params = max_params
-        self.min_params = min_params
         self.proxy_options = proxy_options
         self.artifact_store = artifact_store
         self._batch = batch
         self._cache: dict[Any, tuple[list[float], dict[str, Any]]] = {}
+        self._study_budgets: dict[tuple[int, int], Budget] = {}
         self._lock = threading.Lock()
+
+    @property
+    def max_params(self) -> float | None:
+        """The budget given to this objective (the study may record one given to the sampler)."""
+        return self._budget.max_params
+
+    @property
+    def min_params(self) -> float | None:
+        return self._budget.min_params
+
+    def _study_budget(self, trial: optuna.trial.BaseTrial) -> Budget:
+        """Record this search in the trial's study on first sight; the budget in force there."""
+        study = getattr(trial, "study", None)
+        if study is None:  # FixedTrial and friends: no study to read
+            return self._budget
+        key = (id(study._storage), study._study_id)
+        budget = self._study_budgets.get(key)
+        if budget is None:
+            record = record_search(study, self.space, self._budget, proxies=self.proxies,
+                                   batch=tuple(self.batch.shape))
+            budget = self._study_budgets[key] = record.budget
+        return budget
 
     @property
     def batch(self) -> TextBatch:
@@ -105,20 +129,17 @@ class ZeroCostObjective:
         return values, parts
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
+        budget = self._study_budget(trial)
         arch = self.space.suggest(trial)
         n = self.space.num_params(arch)
         trial.set_user_attr("num_params", n)
         trial.set_user_attr("architecture", self.space.describe(arch))
-        feasible = (self.max_params is None or n <= self.max_params) and (self.min_params is None or n >= self.min_params)
-        if self.max_params is not None:
-            trial.set_constraint("max_params", float(n - self.max_params))
-        if self.min_params is not None:
-            trial.set_constraint("min_params", float(self.min_params - n))
+        for name, value in budget.constraints(n).items():
+            trial.set_constraint(name, value)
+        feasible = budget.contains(n)
         trial.set_user_attr(FEASIBLE_ATTR, feasible)
         if not feasible:
-            bound = (f"exceed the budget of {self.max_params:,.0f}" if self.max_params is not None
-                     and n > self.max_params else f"fall below the lower bound of {self.min_params:,.0f}")
-            raise optuna.TrialPruned(f"{n:,} parameters {bound}")
+            raise optuna.TrialPruned(budget.violation(n))
         cached = (arch, self.seed) in self._cache
         values, parts = self.score(arch)
         trial.set_user_attr("cached", cached)

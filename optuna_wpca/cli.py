@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from optuna_wpca._study import PRESETS
 from optuna_wpca.models._base import COUNT_CONVENTIONS
+from optuna_wpca.proxies import DEFAULT_ETA
 
 
 def bundled_benchmark_path(name: str = "nas-bench-bert") -> str:
@@ -105,23 +107,19 @@ def _rank(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Preset name -> default parameter budget (the paper's W-PCA-Small and W-PCA-Tiny budgets).
-PRESETS = {"wpca-small": 15.7e6, "wpca-tiny": 10e6, "flexibert": None, "decoder-small": None, "lts-gpt2": 12e6}
-#: Preset name -> lower end of its parameter band (LiteTransformerSearch searches 5M-12M).
-PRESET_MIN_PARAMS = {"lts-gpt2": 5e6}
-
-
-def _space_from_args(args: argparse.Namespace):
-    from optuna_wpca.spaces import DecoderSpace, FlexiBERTSpace, WPCASpace, load_space
+def _search_from_args(args: argparse.Namespace):
+    """The space and the budget given on the command line (a preset's, or a space file's)."""
+    from optuna_wpca._study import Budget, preset
+    from optuna_wpca.spaces import load_space
 
     if args.space:
-        return load_space(args.space), args.max_params
-    if args.preset not in PRESETS:
-        raise CLIError(f"unknown preset {args.preset!r}; choose from {', '.join(PRESETS)}")
-    space = {"wpca-small": WPCASpace.small, "wpca-tiny": WPCASpace.tiny, "flexibert": FlexiBERTSpace,
-             "decoder-small": DecoderSpace.small, "lts-gpt2": DecoderSpace.lts_gpt2}[args.preset]()
-    budget = args.max_params if args.max_params is not None else PRESETS[args.preset]
-    return space, budget
+        space, budget = load_space(args.space), Budget()
+    else:
+        space, budget = preset(args.preset)
+    return space, Budget(
+        args.max_params if args.max_params is not None else budget.max_params,
+        args.min_params if args.min_params is not None else budget.min_params,
+    ).check(space)
 
 
 def _open_storage(url: str):
@@ -145,17 +143,16 @@ def _journal(url: str):
 def _search(args: argparse.Namespace) -> int:
     import optuna
 
-    from optuna_wpca._dashboard import annotate_study
     from optuna_wpca._objective import ZeroCostObjective
+    from optuna_wpca._study import record_search
     from optuna_wpca._text import text_batch
     from optuna_wpca.sampler import WPCASampler
 
-    space, budget = _space_from_args(args)
-    floor = args.min_params if args.min_params is not None else (
-        None if args.space else PRESET_MIN_PARAMS.get(args.preset))
+    space, budget = _search_from_args(args)
     sampler = WPCASampler(
-        space, max_params=budget, min_params=floor, population_size=args.population_size, n_generations=args.generations,
-        parent_pool=args.parent_pool, mutation_prob=args.mutation_prob, seed=args.seed,
+        space, max_params=budget.max_params, min_params=budget.min_params, population_size=args.population_size,
+        n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
+        seed=args.seed,
     )
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
                        seed=args.batch_seed)
@@ -164,15 +161,12 @@ def _search(args: argparse.Namespace) -> int:
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
     objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
-                                  max_params=budget, min_params=floor, artifact_store=store,
-                                  **({} if args.eta is None else {"eta": args.eta}))
+                                  artifact_store=store, **({} if args.eta is None else {"eta": args.eta}))
     storage = _open_storage(args.storage)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 direction="minimize" if args.proxy == "latency" else "maximize",
                                 load_if_exists=True)
-    _check_study_is_ours(study, space)
-    annotate_study(study, space, max_params=budget, proxy=args.proxy)
-    study.set_user_attr("optuna_wpca.batch", list(batch.shape))
+    record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape)
     n_trials = args.n_trials if args.n_trials is not None else sampler.n_trials
     if not args.verbose:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -181,19 +175,8 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_study_is_ours(study, space) -> None:
-    """A resumed study must hold this space's search, not another sampler's or another space's."""
-    recorded = study.user_attrs.get("optuna_wpca.space")
-    if recorded is not None and recorded != space.to_dict():
-        raise CLIError(f"study {study.study_name!r} was searched over a different space ({recorded.get('type')}); "
-                       "use another --study-name")
-    if recorded is None and study.trials:
-        raise CLIError(f"study {study.study_name!r} already holds {len(study.trials)} trials not made by "
-                       "optuna-wpca; use another --study-name")
-
-
 def _print_best(study, space, top: int) -> None:
-    from optuna_wpca.sampler import top_trials
+    from optuna_wpca._study import top_trials
 
     best = top_trials(study, top)
     if not best:
@@ -211,17 +194,14 @@ def _print_best(study, space, top: int) -> None:
 def _load_our_study(args: argparse.Namespace):
     import optuna
 
-    from optuna_wpca.spaces import space_from_dict
+    from optuna_wpca._study import read_search
 
     storage = _open_storage(args.storage)
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     if args.study_name not in names:
         raise CLIError(f"no study named {args.study_name!r} in {args.storage} (studies: {', '.join(names) or 'none'})")
     study = optuna.load_study(study_name=args.study_name, storage=storage)
-    raw = study.user_attrs.get("optuna_wpca.space")
-    if raw is None:
-        raise CLIError(f"study {args.study_name!r} was not created by optuna-wpca (no space recorded)")
-    return study, space_from_dict(raw)
+    return study, read_search(study).space
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -231,7 +211,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from optuna_wpca.sampler import top_trials
+    from optuna_wpca._study import top_trials
 
     study, space = _load_our_study(args)
     if args.trial is None:
@@ -333,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="score to rank against (default: glue for NAS-Bench-BERT, valid_ppl for LTS decoders, "
                            "lower is better; the file's default_metric for an optuna-wpca benchmark)")
     rank.add_argument("--seed", type=int, default=42, help="initialisation seed of every candidate (default 42)")
-    rank.add_argument("--eta", type=float, default=0.99, help="PCA variance threshold in (0, 1] (default 0.99)")
+    rank.add_argument("--eta", type=float, default=DEFAULT_ETA,
+                      help=f"PCA variance threshold in (0, 1] (default {DEFAULT_ETA})")
     rank.add_argument("--eta-mobilebert", type=float, default=None,
                       help="separate eta for MobileBERT blocks (the reference code uses 0.9)")
     rank.add_argument("--reduce", choices=("sum", "mean"), default="sum",
@@ -368,11 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default wpca-small)")
     where.add_argument("--space", help="search-space JSON file (SearchSpace.to_dict format)")
     search.add_argument("--max-params", type=float, default=None,
-                        help="parameter budget (default: the preset's, 15.7e6 small, 10e6 tiny, 12e6 lts-gpt2)")
+                        help="parameter budget (default: the preset's: " + ", ".join(
+                            f"{k} {p.budget.max_params:.3g}" for k, p in PRESETS.items() if p.budget.max_params) + ")")
     search.add_argument("--min-params", type=float, default=None,
-                        help="lower end of a parameter band (default: the preset's, 5e6 for lts-gpt2, else none)")
+                        help="lower end of a parameter band (default: the preset's: " + ", ".join(
+                            f"{k} {p.budget.min_params:.3g}" for k, p in PRESETS.items() if p.budget.min_params)
+                        + ", else none)")
     search.add_argument("--proxy", default="wpca", help="proxy to maximise (default wpca; latency is minimised)")
-    search.add_argument("--eta", type=float, default=None, help="PCA variance threshold (default 0.99)")
+    search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
     search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
                         help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
     search.add_argument("--study-name", default="optuna-wpca", help="study name (resumed if it exists)")

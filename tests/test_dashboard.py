@@ -12,7 +12,7 @@ import optuna
 import pytest
 
 from optuna_wpca import WPCASampler, WPCASpace, ZeroCostObjective, text_batch
-from optuna_wpca._dashboard import annotate_study, architecture_svg
+from optuna_wpca._dashboard import architecture_svg
 
 
 def free_port():
@@ -37,10 +37,10 @@ def dashboard(tmp_path_factory):
     budget = space.min_params() * 2
     study = optuna.create_study(study_name="dash", storage=url, direction="maximize",
                                 sampler=WPCASampler(space, max_params=budget, population_size=3, seed=0))
-    annotate_study(study, space, max_params=budget, proxy="wpca")
     store = optuna.artifacts.FileSystemArtifactStore(str(artifacts))
-    study.optimize(ZeroCostObjective(space, batch=text_batch(batch_size=4, seq_len=16), max_params=budget,
-                                     artifact_store=store), n_trials=4)
+    # The budget is given once, to the sampler; the sampler and the objective record the search.
+    study.optimize(ZeroCostObjective(space, batch=text_batch(batch_size=4, seq_len=16), artifact_store=store),
+                   n_trials=4)
     port = free_port()
     exe = Path(sys.executable).with_name("optuna-dashboard")
     proc = subprocess.Popen([str(exe), url, "--host", "127.0.0.1", "--port", str(port), "--artifact-dir",
@@ -71,7 +71,9 @@ def test_study_and_trials_over_http(dashboard):
     assert len(trials) == 4
     attrs = {a["key"]: a["value"] for a in trials[0]["user_attrs"]}
     assert {"num_params", "pca_dims", "architecture", "feasible", "wpca.vpca"} <= set(attrs)
-    assert "optuna-wpca search" in detail["note"]["body"] and "budget" in detail["note"]["body"]
+    note = detail["note"]["body"]
+    assert "optuna-wpca search" in note and f"<= {study.user_attrs['optuna_wpca.max_params']:,.0f}" in note
+    assert "`wpca`" in note and "4x16" in note
     assert "PCA dim" in trials[0]["note"]["body"]
     artifacts = trials[0]["artifacts"]
     assert artifacts and artifacts[0]["mimetype"] == "image/svg+xml"

@@ -9,14 +9,13 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._study import SOURCE_TRIAL_ATTR, record_distillation, top_trials
 from optuna_wpca.distill._models import StudentClassifier
 from optuna_wpca.distill._tasks import Task
 from optuna_wpca.distill._trainer import TrainConfig, train
-from optuna_wpca.sampler import top_trials
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
-SOURCE_ATTR = "zero_cost_trial"
 
 
 def distill_top_trials(
@@ -55,11 +54,9 @@ def distill_top_trials(
         storage=study._storage, study_name=study_name or f"{study.study_name}-kd", direction="maximize",
         sampler=sampler, pruner=pruner, load_if_exists=True,
     )
-    kd.set_user_attr("optuna_wpca.space", space.to_dict())
-    kd.set_user_attr("optuna_wpca.source_study", study.study_name)
-    kd.set_user_attr("optuna_wpca.task", task.name)
+    record_distillation(kd, space, source_study=study.study_name, task=task.name)
     for t in winners:
-        kd.enqueue_trial(t.params, user_attrs={SOURCE_ATTR: t.number, "zero_cost_value": t.value},
+        kd.enqueue_trial(t.params, user_attrs={SOURCE_TRIAL_ATTR: t.number, "zero_cost_value": t.value},
                          skip_if_exists=True)
 
     def objective(trial: optuna.Trial) -> float:

@@ -1,7 +1,14 @@
 """Zero-cost proxies behind one registry."""
 
 from optuna_wpca.proxies import _baselines, _counts, _hardware, _hidden_covariance, _pca  # noqa: F401  (registration)
-from optuna_wpca.proxies._pca import check_proxy_options, dim_from_spectrum, layer_pca_dims, layer_spectra, pca_dim
+from optuna_wpca.proxies._pca import (
+    DEFAULT_ETA,
+    check_proxy_options,
+    dim_from_spectrum,
+    layer_pca_dims,
+    layer_spectra,
+    pca_dim,
+)
 from optuna_wpca.proxies._registry import (
     ProxyResult,
     ProxySpec,
@@ -12,6 +19,7 @@ from optuna_wpca.proxies._registry import (
 )
 
 __all__ = [
+    "DEFAULT_ETA",
     "ProxyResult",
     "ProxySpec",
     "check_proxy_options",

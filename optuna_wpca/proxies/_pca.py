@@ -14,6 +14,8 @@ from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._registry import ProxyResult, get_proxy, register_proxy
 
 REDUCTIONS = ("sum", "mean")
+#: The paper's share of variance that the kept principal components must reach.
+DEFAULT_ETA = 0.99
 
 
 def check_eta(eta: float, name: str = "eta") -> float:
@@ -166,7 +168,7 @@ def dim_from_spectrum(eig: torch.Tensor, eta: float) -> int:
     return min(k, eig.numel())
 
 
-def pca_dim(h: torch.Tensor, eta: float = 0.99) -> int:
+def pca_dim(h: torch.Tensor, eta: float = DEFAULT_ETA) -> int:
     """Smallest k whose top-k eigenvalues of the column covariance of ``h`` hold >= eta of the variance.
 
     ``h`` is (samples, features). Zero total variance gives 0 (no direction carries any).
@@ -255,7 +257,7 @@ def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]
 
 
 def layer_pca_dims(
-    model: CandidateModel, batch: TextBatch, *, eta: float = 0.99, eta_mobilebert: float | None = None
+    model: CandidateModel, batch: TextBatch, *, eta: float = DEFAULT_ETA, eta_mobilebert: float | None = None
 ) -> list[int]:
     """PCA_dim of every layer's FFN first-linear output, from one forward pass without gradients.
 
@@ -283,7 +285,7 @@ def vpca(
     model: CandidateModel,
     batch: TextBatch,
     *,
-    eta: float = 0.99,
+    eta: float = DEFAULT_ETA,
     eta_mobilebert: float | None = None,
     reduce: str = "sum",
 ) -> ProxyResult:
@@ -297,7 +299,7 @@ def wpca(
     model: CandidateModel,
     batch: TextBatch,
     *,
-    eta: float = 0.99,
+    eta: float = DEFAULT_ETA,
     eta_mobilebert: float | None = None,
     reduce: str = "sum",
     count: str | None = None,

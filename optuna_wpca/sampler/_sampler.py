@@ -12,33 +12,11 @@ from optuna.samplers.nsgaii._elite_population_selection_strategy import NSGAIIEl
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._study import Budget, is_feasible, record_search
 from optuna_wpca.sampler._operators import mutate, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.sampler")
-
-#: Key of the trial user attribute that mirrors the parameter budget (dashboard-visible).
-FEASIBLE_ATTR = "feasible"
-
-
-def is_feasible(trial: FrozenTrial) -> bool:
-    return all(c <= 0 for c in trial.constraints.values())
-
-
-def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The ``k`` best completed, feasible trials of a single-objective study, one per architecture."""
-    if len(study.directions) != 1:
-        raise ValueError("top_trials needs a single-objective study; pick trials from study.best_trials instead")
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
-    done.sort(key=lambda t: t.value, reverse=study.direction == StudyDirection.MAXIMIZE)
-    seen, out = set(), []
-    for t in done:  # the same architecture scored twice is trained once
-        key = tuple(sorted(t.params.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
-    return out[:k]
-
 
 
 class WPCASampler(BaseGASampler):
@@ -52,7 +30,10 @@ class WPCASampler(BaseGASampler):
     NSGA-II elite (non-domination rank, then crowding distance) of size ``population_size``.
 
     The budget is checked analytically before a candidate is proposed (``space.num_params``),
-    so no model is ever built for an infeasible one. Generations live in trial system
+    so no model is ever built for an infeasible one. It is given once: the sampler records the
+    space and budget in the study the first time it sees it (see :func:`optuna_wpca.record_search`),
+    and :class:`~optuna_wpca.ZeroCostObjective` reads them from there; a budget given only to the
+    objective is read back by the sampler the same way. Generations live in trial system
     attributes (Optuna's :class:`~optuna.samplers.BaseGASampler`), so several workers share one
     search and a stopped study resumes where it was.
 
@@ -108,11 +89,9 @@ class WPCASampler(BaseGASampler):
                         ("mutation_prob", mutation_prob)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {p}")
-        space.check_budget(max_params, min_params)
+        self._budget = Budget(max_params, min_params).check(space)
         super().__init__(population_size=population_size)
         self.space = space
-        self.max_params = max_params
-        self.min_params = min_params
         self.n_generations = n_generations
         self.parent_pool = parent_pool
         self.crossover_prob = crossover_prob
@@ -122,6 +101,7 @@ class WPCASampler(BaseGASampler):
         self._rng = np.random.RandomState(seed)
         self._random = RandomSampler(seed=seed)
         self._distributions = space.distributions()
+        self._study_budgets: dict[tuple[int, int], Budget] = {}
 
     @property
     def n_trials(self) -> int:
@@ -132,11 +112,29 @@ class WPCASampler(BaseGASampler):
         self._rng.seed()
         self._random.reseed_rng()
 
-    def is_feasible_params(self, params: dict[str, Any]) -> bool:
-        if self.max_params is None and self.min_params is None:
+    @property
+    def max_params(self) -> float | None:
+        """The budget given to this sampler (a study may record one given to the objective)."""
+        return self._budget.max_params
+
+    @property
+    def min_params(self) -> float | None:
+        return self._budget.min_params
+
+    def _fits(self, params: dict[str, Any], budget: Budget) -> bool:
+        if not budget.is_set:
             return True
-        n = self.space.num_params(self.space.from_params(params))
-        return (self.max_params is None or n <= self.max_params) and (self.min_params is None or n >= self.min_params)
+        return budget.contains(self.space.num_params(self.space.from_params(params)))
+
+    def _study_budget(self, study: Study) -> Budget:
+        """Record this search in ``study`` on first sight; the budget in force there."""
+        key = (id(study._storage), study._study_id)
+        budget = self._study_budgets.get(key)
+        if budget is None:
+            budget = record_search(study, self.space, self._budget).budget
+            if budget.is_set:  # otherwise read again: the objective may record one
+                self._study_budgets[key] = budget
+        return budget
 
     # -- Optuna sampler interface -----------------------------------------------------------------
 
@@ -146,16 +144,17 @@ class WPCASampler(BaseGASampler):
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
+        budget = self._study_budget(study)
         generation = self.get_trial_generation(study, trial)
         parents = self.get_parent_population(study, generation) if generation > 0 else []
         if not parents:
-            return self._random_feasible()
+            return self._random_feasible(budget)
         for _ in range(self.max_tries):
             child = self._child(parents)
-            if self.is_feasible_params(child):
+            if self._fits(child, budget):
                 return child
         _logger.warning("no feasible child in %d tries; drawing a random feasible candidate", self.max_tries)
-        return self._random_feasible()
+        return self._random_feasible(budget)
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
@@ -181,6 +180,7 @@ class WPCASampler(BaseGASampler):
         return strategy(study, candidates)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._study_budget(study)
         self._random.before_trial(study, trial)
 
     def after_trial(
@@ -210,18 +210,18 @@ class WPCASampler(BaseGASampler):
     def _random_params(self) -> dict[str, Any]:
         return {n: d.choices[self._rng.randint(len(d.choices))] for n, d in self._distributions.items()}
 
-    def _random_feasible(self) -> dict[str, Any]:
+    def _random_feasible(self, budget: Budget) -> dict[str, Any]:
         for _ in range(self.max_tries):
             params = self._random_params()
-            if self.is_feasible_params(params):
+            if self._fits(params, budget):
                 return params
         # Tight budgets: shrink a random candidate gene by gene towards the cheapest choice.
         params = self._random_params()
         smallest = self.space.to_params(self.space._smallest_candidates()[0])
         for name in self._rng.permutation(list(self._distributions)):
-            if self.is_feasible_params(params):
+            if self._fits(params, budget):
                 break
             params[name] = smallest[name]
-        if not self.is_feasible_params(params):
+        if not self._fits(params, budget):
             params = smallest
         return params
