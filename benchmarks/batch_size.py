@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optuna_wpca._ranking import _correlations, load_benchmark  # noqa: E402
+from optuna_wpca.ranking import correlations, load_benchmark  # noqa: E402
 from optuna_wpca._text import text_batch  # noqa: E402
 from optuna_wpca.proxies import compute_proxy  # noqa: E402
 
@@ -86,7 +86,7 @@ def table(args: argparse.Namespace) -> None:
     result = {"rule": __doc__.split("Rule (stated before the run): ")[1].strip(), "settings": []}
     spread = {}
     for (name, batch, seed), rs in sorted(rows.items()):
-        tau, rho = _correlations([r["wpca"] for r in rs], [r["truth"] for r in rs])
+        tau, rho = correlations([r["wpca"] for r in rs], [r["truth"] for r in rs])
         seconds = sum(r["seconds"] for r in rs) / len(rs)
         result["settings"].append({"benchmark": name, "batch": list(batch), "tokens": batch[0] * batch[1],
                                    "seed": seed, "n": len(rs), "kendall_tau": tau, "spearman_rho": rho,

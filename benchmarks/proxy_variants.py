@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optuna_wpca._ranking import _correlations, _within_depth, load_benchmark  # noqa: E402
+from optuna_wpca.ranking import correlations, load_benchmark, within_depth  # noqa: E402
 from optuna_wpca._text import text_batch  # noqa: E402
 from optuna_wpca.proxies import dim_from_spectrum, layer_spectra  # noqa: E402
 from optuna_wpca.proxies._hidden_covariance import (  # noqa: E402
@@ -201,8 +201,8 @@ def score_variants(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         values[name] = list((_ranks(values[a]) + _ranks(values[b])) / 2)
     out = {}
     for name, vals in values.items():
-        tau, rho = _correlations(vals, truth)
-        within = _within_depth(vals, truth, depths)["mean"]
+        tau, rho = correlations(vals, truth)
+        within = within_depth(vals, truth, depths)["mean"]
         out[name] = {"kendall_tau": tau, "spearman_rho": rho, "within_depth_tau": within.get("kendall_tau", float("nan")),
                      "within_depth_rho": within.get("spearman_rho", float("nan"))}
     return out

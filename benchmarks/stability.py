@@ -25,7 +25,7 @@ from scipy.stats import kendalltau, rankdata
 from tqdm import tqdm
 
 from optuna_wpca import compute_proxy, load_benchmark, text_batch
-from optuna_wpca.cli import bundled_benchmark_path
+from optuna_wpca.ranking import benchmark_path
 
 PROXIES = ("wpca", "vpca", "params", "synaptic_diversity", "synaptic_saliency", "activation_distance",
            "jacobian_cosine", "head_importance", "head_confidence", "softmax_confidence")
@@ -70,7 +70,7 @@ def summarise(values: np.ndarray, truth: np.ndarray) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", default=bundled_benchmark_path())
+    parser.add_argument("--benchmark", default=str(benchmark_path("nas-bench-bert")))
     parser.add_argument("--architectures", type=int, default=10)
     parser.add_argument("--runs", type=int, default=10, help="seeds in (a), minibatches in (b)")
     parser.add_argument("--batch-size", type=int, default=32)

@@ -4,7 +4,7 @@
     python examples/paper_presets.py --preset tiny --generations 2 --population-size 6 --batch-size 8
 
 Parameters are counted over the encoder layers (the convention under which the paper's budgets
-admit hidden-528 models; see the README). Defaults are the paper's: population 50, 40 generations,
+admit hidden-528 models; see docs/guide.md). Defaults are the paper's: population 50, 40 generations,
 parents from the top 10, mutation 0.1, a 128 x 128 batch.
 """
 

@@ -11,7 +11,7 @@ Example:
 """
 
 from optuna_wpca._objective import ZeroCostObjective
-from optuna_wpca._ranking import Benchmark, load_benchmark, rank_proxies
+from optuna_wpca.ranking import Benchmark, load_benchmark, rank_proxies
 from optuna_wpca._study import (
     PRESETS,
     Budget,

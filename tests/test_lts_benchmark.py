@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from optuna_wpca import DecoderSpace, WPCASampler, ZeroCostObjective, text_batch
-from optuna_wpca._ranking import benchmark_path, load_benchmark, rank_proxies
+from optuna_wpca.ranking import benchmark_path, load_benchmark, rank_proxies
 from optuna_wpca.cli import main
 from optuna_wpca.proxies import compute_proxy
 from optuna_wpca.proxies._hidden_covariance import correlation_eigenvalues, covariance_score

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import own_bench  # noqa: E402
 
-from optuna_wpca._ranking import load_benchmark, rank_proxies  # noqa: E402
+from optuna_wpca.ranking import load_benchmark, rank_proxies  # noqa: E402
 from optuna_wpca import text_batch  # noqa: E402
 
 

@@ -3,16 +3,16 @@ import json
 import pytest
 
 from optuna_wpca import text_batch
-from optuna_wpca import _ranking
-from optuna_wpca._ranking import load_benchmark, rank_proxies, seed_noise
-from optuna_wpca.cli import bundled_benchmark_path
+from optuna_wpca.ranking import _rank
+from optuna_wpca.ranking import load_benchmark, rank_proxies, seed_noise
+from optuna_wpca.ranking import benchmark_path
 
 BATCH = dict(batch_size=4, seq_len=16)
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_benchmark(bundled_benchmark_path())
+    return load_benchmark(str(benchmark_path("nas-bench-bert")))
 
 
 def test_a_stopped_ranking_resumes_from_its_checkpoint(bench, tmp_path, monkeypatch):
@@ -25,8 +25,8 @@ def test_a_stopped_ranking_resumes_from_its_checkpoint(bench, tmp_path, monkeypa
     # Stop "during" entry 3: two entries kept, the third cut mid-line.
     ckpt.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])
     scored = []
-    real = _ranking._score_entry
-    monkeypatch.setattr(_ranking, "_score_entry", lambda b, i, *a: scored.append(i) or real(b, i, *a))
+    real = _rank._score_entry
+    monkeypatch.setattr(_rank, "_score_entry", lambda how, i: scored.append(i) or real(how, i))
     resumed = rank_proxies(bench, ["wpca", "vpca"], batch=batch, limit=5, checkpoint=ckpt)
     assert scored == [2, 3, 4]
     for name in ("wpca", "vpca", "params", "num_layers"):
@@ -50,8 +50,8 @@ def test_shards_share_one_checkpoint_and_the_last_one_ranks(bench, tmp_path, mon
     whole = rank_proxies(bench, ["wpca"], batch=batch, limit=5)
     ckpt = tmp_path / "rank.jsonl"
     scored = []
-    real = _ranking._score_entry
-    monkeypatch.setattr(_ranking, "_score_entry", lambda b, i, *a: scored.append(i) or real(b, i, *a))
+    real = _rank._score_entry
+    monkeypatch.setattr(_rank, "_score_entry", lambda how, i: scored.append(i) or real(how, i))
     assert rank_proxies(bench, ["wpca"], batch=batch, limit=5, checkpoint=ckpt, shard=(1, 2)) is None
     assert scored == [1, 3]
     # Both shards found the file empty and wrote the header: the copy is tolerated.
@@ -146,8 +146,8 @@ def test_one_checkpoint_serves_every_metric_and_a_grown_file(tmp_path, monkeypat
     batch = text_batch(**BATCH)
     rank_proxies(load_benchmark(early), ["wpca"], batch=batch, checkpoint=ckpt)
     scored = []
-    real = _ranking._score_entry
-    monkeypatch.setattr(_ranking, "_score_entry", lambda b, i, *a: scored.append(b.ids[i]) or real(b, i, *a))
+    real = _rank._score_entry
+    monkeypatch.setattr(_rank, "_score_entry", lambda how, i: scored.append(how.benchmark.ids[i]) or real(how, i))
     kd = rank_proxies(load_benchmark(path), ["wpca"], batch=batch, checkpoint=ckpt)
     assert scored == ["d3-1", "d3-2", "d3-3"]  # only the entries the early file did not have
     labels = rank_proxies(load_benchmark(path, metric="labels"), ["wpca"], batch=batch, checkpoint=ckpt)
@@ -167,9 +167,9 @@ def test_a_checkpoint_by_index_from_before_entry_keys_is_still_read(bench, tmp_p
         record["index"] = i
         del record["key"]
     ckpt.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    monkeypatch.setattr(_ranking, "_score_entry", lambda *a: pytest.fail("scored again"))
+    monkeypatch.setattr(_rank, "_score_entry", lambda *a: pytest.fail("scored again"))
     again = rank_proxies(bench, ["wpca"], batch=batch, limit=3, checkpoint=ckpt)
     assert again["wpca"].values == pytest.approx(whole["wpca"].values)
     with pytest.raises(ValueError, match="other settings.*metric"):
-        rank_proxies(load_benchmark(bundled_benchmark_path(), metric="mnli"), ["wpca"], batch=batch, limit=3,
+        rank_proxies(load_benchmark(str(benchmark_path("nas-bench-bert")), metric="mnli"), ["wpca"], batch=batch, limit=3,
                      checkpoint=ckpt)

@@ -6,12 +6,12 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 
 from optuna_wpca import FlexiBERTSpace, WPCASpace, load_space, space_from_dict
-from optuna_wpca.cli import bundled_benchmark_path
+from optuna_wpca.ranking import benchmark_path
 
 
 @pytest.fixture(scope="module")
 def benchmark_entries():
-    with open(bundled_benchmark_path()) as f:
+    with open(str(benchmark_path("nas-bench-bert"))) as f:
         return json.load(f)
 
 

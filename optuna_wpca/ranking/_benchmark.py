@@ -1,0 +1,187 @@
+"""Trained benchmarks: architectures with a ground-truth score each, by bundled name or file.
+
+Three file formats: NAS-Bench-BERT's ``BERT_benchmark.json``, LiteTransformerSearch's trained GPT-2
+decoders (``models.json``: ``id``, ``config``, ``valid_ppl``, ``params``) and optuna-wpca's own
+(``benchmarks/own_bench.py``). Both public ones ship with the package and are found by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, SearchSpace, space_from_dict
+
+#: Benchmarks bundled with the package, by name (``rank --benchmark NAME``).
+BUNDLED_BENCHMARKS = {
+    "nas-bench-bert": ("nas-bench-bert", "BERT_benchmark.json"),
+    "lts-gpt2-wt103": ("lts-gpt2-wt103", "models.json"),
+}
+
+
+#: LiteTransformerSearch files: scores where a lower value is better.
+LTS_METRICS = ("valid_ppl", "test_ppl")
+
+
+def benchmark_path(name_or_path: str | Path) -> Path:
+    """The file of a bundled benchmark (``"nas-bench-bert"``, ``"lts-gpt2-wt103"``) or the path itself."""
+    if str(name_or_path) in BUNDLED_BENCHMARKS:
+        folder, filename = BUNDLED_BENCHMARKS[str(name_or_path)]
+        return Path(str(resources.files("optuna_wpca") / "data" / folder / filename))
+    return Path(name_or_path)
+
+
+@dataclass
+class Benchmark:
+    """Architectures with a ground-truth score each.
+
+    ``space`` is the one space of every entry (NAS-Bench-BERT); a benchmark of our own format may
+    mix spaces (one per depth, say), and then ``spaces`` holds each entry's.
+    """
+
+    archs: list[Architecture]
+    scores: list[float]
+    ids: list[Any]
+    space: SearchSpace | None
+    path: str = ""
+    metric: str = "glue"
+    spaces: list[SearchSpace] = field(default_factory=list)
+    #: Per entry, the score of each training seed (``{seed: score}``), where the file has them.
+    seed_runs: list[dict[str, float]] = field(default_factory=list)
+    #: True for perplexities: correlations are then taken against the negated score, so a proxy
+    #: that ranks the better models higher always has a positive tau.
+    lower_is_better: bool = False
+
+    @property
+    def truth(self) -> list[float]:
+        """The scores oriented so that higher is better."""
+        return [-s for s in self.scores] if self.lower_is_better else list(self.scores)
+
+    @property
+    def reading(self) -> str:
+        """How the correlations are read, for tables."""
+        if self.lower_is_better:
+            return f"tau / rho against -{self.metric} (lower {self.metric} is better)"
+        return f"tau / rho against {self.metric} (higher is better)"
+
+    def space_of(self, i: int) -> SearchSpace:
+        """The space of entry ``i``."""
+        return self.spaces[i] if self.spaces else self.space  # type: ignore[return-value]
+
+    def build(self, i: int, *, seed: int, device: str | torch.device = "cpu"):
+        """Entry ``i`` as a seeded, untrained model."""
+        return self.space_of(i).build(self.archs[i], seed=seed, device=device)
+
+
+def load_benchmark(
+    path: str | Path,
+    *,
+    metric: str | None = None,
+    space: SearchSpace | None = None,
+    count: str | None = None,
+) -> Benchmark:
+    """Read a trained benchmark, by bundled name or path.
+
+    Formats: NAS-Bench-BERT's ``BERT_benchmark.json`` (a list of entries, scored by ``glue`` by
+    default); LiteTransformerSearch's ``models.json`` (``{"models": [{"id", "config", "valid_ppl",
+    "params"}]}``, scored by ``valid_ppl``, lower is better); optuna-wpca's own format
+    (``{"entries": [{"id", "space", "params", "scores"}], "default_metric": ...}``, as
+    ``benchmarks/own_bench.py`` writes it). ``count`` sets the parameter-count convention of the
+    public benchmarks' spaces (default: the space's own, ``"all"`` for NAS-Bench-BERT and
+    ``"non_embedding"`` for the decoders).
+
+    Example:
+        >>> bench = load_benchmark("lts-gpt2-wt103")
+        >>> len(bench.archs), bench.metric, bench.lower_is_better
+        (200, 'valid_ppl', True)
+    """
+    path = benchmark_path(path)
+    if not path.is_file():
+        names = ", ".join(BUNDLED_BENCHMARKS)
+        raise FileNotFoundError(f"benchmark file {str(path)!r} does not exist (bundled benchmarks: {names})")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
+    if isinstance(raw, dict) and "entries" in raw:
+        return _load_own_benchmark(raw, path, metric)
+    if isinstance(raw, dict) and "models" in raw:
+        decoder = space if isinstance(space, DecoderSpace) else DecoderSpace.lts_gpt2(
+            **({"count": count} if count else {}))
+        return _load_lts_benchmark(raw, path, metric, decoder)
+    if space is None or not isinstance(space, FlexiBERTSpace):
+        space = FlexiBERTSpace(**({"count": count} if count else {}))
+    metric = metric or "glue"
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"benchmark file {str(path)!r} holds no list of entries (nor a 'models' or 'entries' key)")
+    archs, scores, ids = [], [], []
+    for entry in raw:
+        if not isinstance(entry, dict) or metric not in entry.get("scores", {}):
+            raise ValueError(f"benchmark entry {entry.get('id', '?') if isinstance(entry, dict) else entry!r} "
+                             f"has no scores[{metric!r}]")
+        archs.append(space.from_benchmark_entry(entry))
+        scores.append(float(entry["scores"][metric]))
+        ids.append(entry.get("id", len(ids)))
+    return Benchmark(archs, scores, ids, space, str(path), metric)
+
+
+def _load_lts_benchmark(raw: dict[str, Any], path: Path, metric: str | None, space: DecoderSpace) -> Benchmark:
+    metric = metric or "valid_ppl"
+    if metric not in LTS_METRICS:
+        raise ValueError(f"a LiteTransformerSearch benchmark is scored by {' or '.join(LTS_METRICS)}, not {metric!r}")
+    models = raw["models"]
+    if not isinstance(models, list) or len(models) < 2:
+        raise ValueError(f"benchmark file {str(path)!r}: 'models' must be a list of at least 2 trained models")
+    archs, scores, ids = [], [], []
+    for i, entry in enumerate(models):
+        name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+            raise ValueError(f"benchmark entry {name!r} has no 'config' object")
+        score = entry.get(metric)
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) or score <= 0:
+            raise ValueError(f"benchmark entry {name!r} has no positive finite {metric!r} (got {score!r})")
+        try:
+            archs.append(space.from_lts_config(entry["config"]))
+        except ValueError as err:
+            raise ValueError(f"benchmark entry {name!r} does not build: {err}") from None
+        scores.append(float(score))
+        ids.append(name)
+    return Benchmark(archs, scores, ids, space, str(path), metric, lower_is_better=True)
+
+
+def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> Benchmark:
+    metric = metric or raw.get("default_metric")
+    entries = [e for e in raw["entries"] if isinstance(e, dict) and metric in e.get("scores", {})]
+    if not metric or len(entries) < 2:
+        raise ValueError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
+    cache: dict[str, SearchSpace] = {}
+    archs, scores, ids, spaces, runs = [], [], [], [], []
+    for entry in entries:
+        key = json.dumps(entry["space"], sort_keys=True)
+        if key not in cache:  # one space object per distinct description, built once
+            cache[key] = space_from_dict(entry["space"])
+        space = cache[key]
+        archs.append(space.from_params(entry["params"]))
+        scores.append(float(entry["scores"][metric]))
+        ids.append(entry.get("id", len(ids)))
+        spaces.append(space)
+        runs.append({str(k): float(v) for k, v in entry.get("runs", {}).get(metric, {}).items()})
+    only = spaces[0] if len(cache) == 1 else None
+    return Benchmark(archs, scores, ids, only, str(path), metric, spaces=[] if only else spaces,
+                     seed_runs=runs if any(runs) else [])
+
+
+def is_nas_bench_bert(benchmark: Benchmark) -> bool:
+    """Whether ``benchmark`` was read from a NAS-Bench-BERT file."""
+    return Path(benchmark.path).name == "BERT_benchmark.json"
+
+
+def is_lts_bundled(benchmark: Benchmark) -> bool:
+    """Whether ``benchmark`` is the bundled LiteTransformerSearch set (published figures exist for it)."""
+    return Path(benchmark.path).resolve() == benchmark_path("lts-gpt2-wt103").resolve()

@@ -1,0 +1,199 @@
+"""Score every architecture of a benchmark with every proxy, resumably, and correlate."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from optuna_wpca._text import TextBatch, text_batch
+from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
+from optuna_wpca.ranking._benchmark import Benchmark
+from optuna_wpca.ranking._checkpoint import entry_key, read_checkpoint
+from optuna_wpca.ranking._correlation import correlations, within_depth
+from optuna_wpca.ranking._report import PAPER_SOURCE, PAPER_TABLE1
+
+#: Always reported next to the proxies asked for: a proxy is only useful where it beats them.
+TRIVIAL_BASELINES = ("num_layers", "params")
+
+
+@dataclass
+class ProxyRanking:
+    """One proxy's values on a benchmark, their seconds, and their correlations with the truth."""
+
+    name: str
+    needs_grad: bool
+    values: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    kendall_tau: float = float("nan")
+    spearman_rho: float = float("nan")
+    #: Name of the proxy whose computation also produced this one's values (see ``rank_proxies``).
+    shared_with: str | None = None
+    #: Correlations within each depth, when the benchmark has several (see ``within_depth``).
+    by_depth: dict[str, Any] | None = None
+
+    @property
+    def seconds_per_1000(self) -> float:
+        """Seconds per 1,000 evaluations (building the model excluded)."""
+        return 1000.0 * self.seconds / max(1, len(self.values))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as a JSON-ready dict (the ``rank --json`` format)."""
+        out = {
+            "kendall_tau": self.kendall_tau,
+            "spearman_rho": self.spearman_rho,
+            "seconds_per_1000": self.seconds_per_1000,
+            "n": len(self.values),
+            "needs_grad": self.needs_grad,
+        }
+        if self.shared_with:
+            out["shared_with"] = self.shared_with
+        if self.by_depth:
+            out["within_depth"] = self.by_depth
+        if self.name in PAPER_TABLE1:
+            tau, rho = PAPER_TABLE1[self.name]
+            out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": PAPER_SOURCE}
+        return out
+
+
+def rank_proxies(
+    benchmark: Benchmark,
+    proxies: Sequence[str],
+    *,
+    batch: TextBatch | None = None,
+    limit: int | None = None,
+    seed: int = 42,
+    device: str | torch.device = "cpu",
+    options: dict[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+    share: bool = True,
+    checkpoint: str | Path | None = None,
+    shard: tuple[int, int] | None = None,
+) -> dict[str, ProxyRanking] | None:
+    """Score every architecture with every proxy and correlate with the benchmark's scores.
+
+    Each candidate is built once (seeded), then each proxy is timed on its own; the building time
+    is not charged to any proxy. The same batch and seed serve all proxies.
+
+    With ``share=True``, a proxy whose value another one already produced as a by-product on the
+    same candidate with the same options (``ProxyResult.parts["byproducts"]``: W-PCA yields V-PCA)
+    is taken from it instead of recomputed; its ``shared_with`` names the
+    source and its time is the source's, since that is what computing it costs.
+
+    With ``checkpoint`` (a JSON-lines file), every scored architecture is appended as soon as it is
+    done, and a later call with the same settings skips the entries already there, so a ranking
+    of hundreds of candidates with slow proxies can be stopped and resumed. Entries are found by id
+    and architecture, and the settings do not include the metric, so one checkpoint also serves the
+    file's other metrics and a later version of the file with more entries scored. Seconds are the
+    ones measured when each entry was scored.
+
+    With ``shard=(k, m)`` (needs ``checkpoint``), only entries whose index is ``k`` modulo ``m``
+    are scored, so ``m`` processes can share one checkpoint file (each line is appended with one
+    write). The call then returns ``None`` unless the checkpoint holds every entry; a call without
+    ``shard`` on the same file computes the correlations.
+    """
+    if shard is not None:
+        k, m = shard
+        if not checkpoint:
+            raise ValueError("shard needs a checkpoint file that the shards share")
+        if not (m >= 1 and 0 <= k < m):
+            raise ValueError(f"shard must be (k, m) with 0 <= k < m, got {shard}")
+    names = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
+    check_proxy_options(options or {})
+    results = {name: ProxyRanking(name, get_proxy(name).needs_grad) for name in names}
+    batch = (batch or text_batch()).to(device)
+    n = len(benchmark.archs) if limit is None else min(limit, len(benchmark.archs))
+    if n < 2:
+        raise ValueError("ranking needs at least 2 architectures")
+    how = _Scoring(benchmark, names, batch, seed, device, options or {}, share)
+    # One untimed pass per proxy, so lazy initialisation (kernels, LAPACK) is not charged to entry 0.
+    warm = benchmark.build(0, seed=seed, device=device)
+    for name in names:
+        compute_proxy(name, warm, batch, **(options or {}))
+    del warm
+    # The metric is not part of the settings: proxy values do not depend on it, so one checkpoint
+    # serves every metric of a file, and a file that has grown (more entries scored) reuses it.
+    settings = {"benchmark": Path(benchmark.path).name, "proxies": names,
+                "batch": list(batch.shape), "seed": seed, "options": options or {}, "share": share,
+                "space": benchmark.space.to_dict() if benchmark.space else "per entry"}
+    keys = [entry_key(benchmark, i) for i in range(n)]
+    done = read_checkpoint(checkpoint, settings, keys, benchmark.metric) if checkpoint else {}
+    log = None
+    if checkpoint:
+        log = open(checkpoint, "a")
+        if not done and Path(checkpoint).stat().st_size == 0:
+            log.write(json.dumps({"settings": settings}) + "\n")
+    try:
+        for i in range(n):
+            if shard is not None and keys[i] not in done and i % shard[1] != shard[0]:
+                continue
+            entry = done.get(keys[i]) or _score_entry(how, i)
+            for name in names:
+                value, seconds, source = entry[name]
+                results[name].values.append(value)
+                results[name].seconds += seconds
+                if source != name:
+                    results[name].shared_with = source
+            if log and keys[i] not in done:
+                log.write(json.dumps({"key": keys[i], "id": benchmark.ids[i], "scores": entry}) + "\n")
+                log.flush()
+            if progress:
+                progress(1)
+    finally:
+        if log:
+            log.close()
+    if shard is not None:
+        everything = read_checkpoint(checkpoint, settings, keys, benchmark.metric)
+        if any(key not in everything for key in keys):
+            return None
+        return rank_proxies(benchmark, proxies, batch=batch, limit=limit, seed=seed, device=device,
+                            options=options, share=share, checkpoint=checkpoint)
+    truth = benchmark.truth[:n]
+    depths = [arch.num_layers for arch in benchmark.archs[:n]]
+    for r in results.values():
+        r.kendall_tau, r.spearman_rho = correlations(r.values, truth)
+        if len(set(depths)) > 1:
+            r.by_depth = within_depth(r.values, truth, depths)
+    return results
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """What every entry of one ranking is scored with."""
+
+    benchmark: Benchmark
+    names: list[str]
+    batch: TextBatch
+    seed: int
+    device: str | torch.device
+    options: dict[str, Any]
+    share: bool
+
+    def sync(self) -> None:
+        if torch.device(self.device).type == "cuda":
+            torch.cuda.synchronize()
+
+
+def _score_entry(how: _Scoring, i: int) -> dict[str, tuple]:
+    """``{proxy: (value, seconds, computed_by)}`` for architecture ``i``."""
+    benchmark, names, batch, options, share, sync = how.benchmark, how.names, how.batch, how.options, how.share, how.sync
+    model = benchmark.build(i, seed=how.seed, device=how.device)
+    byproducts: dict[str, tuple[float, float, str]] = {}
+    entry: dict[str, tuple] = {}
+    for name in names:
+        if share and name in byproducts:
+            entry[name] = byproducts[name]
+            continue
+        sync()
+        start = time.perf_counter()
+        result = compute_proxy(name, model, batch, **(options or {}))
+        sync()
+        seconds = time.perf_counter() - start
+        entry[name] = (float(result.value), seconds, name)
+        for other, v in result.parts.get("byproducts", {}).items():
+            byproducts.setdefault(other, (float(v), seconds, name))
+    return entry

@@ -1,0 +1,74 @@
+"""The rank table as text, with the published figures printed beside ours."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from optuna_wpca.ranking._benchmark import Benchmark, is_lts_bundled, is_nas_bench_bert
+
+if TYPE_CHECKING:
+    from optuna_wpca.ranking._rank import ProxyRanking
+
+#: Table 1 of the W-PCA paper (Kendall tau, Spearman rho on NAS-Bench-BERT), printed beside ours.
+PAPER_TABLE1: dict[str, tuple[float, float]] = {
+    "wpca": (0.526, 0.698),
+    "vpca": (0.466, 0.677),
+    "head_confidence": (0.306, 0.364),
+    "synaptic_saliency": (0.130, 0.185),
+    "jacobian_cosine": (0.116, 0.149),
+    "activation_distance": (0.081, 0.123),
+    "head_importance": (0.048, 0.170),
+    "synaptic_diversity": (0.021, 0.174),
+}
+
+
+PAPER_SOURCE = "W-PCA, arXiv 2504.15983, Table 1"
+
+
+#: Published figures on the LTS set, printed beside ours (|Kendall tau|, |Spearman rho| against perplexity).
+LTS_REFERENCES = {
+    "LPZero (arXiv 2410.04808, published score file)": (0.886, 0.980),
+}
+
+
+def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None = None) -> str:
+    """The rank table; the W-PCA paper's Table 1 columns appear for NAS-Bench-BERT only."""
+    paper = benchmark is None or is_nas_bench_bert(benchmark)
+    depth = any(r.by_depth and r.by_depth["mean"] for r in results.values())
+    header = f"{'proxy':<22}{'grad':>5}{'s/1000':>10}{'tau':>8}{'rho':>8}"
+    header += f"{'depth tau':>11}{'depth rho':>11}" if depth else ""
+    header += f"{'paper tau':>11}{'paper rho':>11}" if paper else ""
+    lines = [header, "-" * len(header)]
+    for r in results.values():
+        tau, rho = PAPER_TABLE1.get(r.name, (float("nan"), float("nan")))
+        cited = f"{tau:>11.3f}{rho:>11.3f}" if r.name in PAPER_TABLE1 else f"{'-':>11}{'-':>11}"
+        within = ""
+        if depth:
+            mean = (r.by_depth or {}).get("mean") or {"kendall_tau": float("nan"), "spearman_rho": float("nan")}
+            within = f"{mean['kendall_tau']:>11.3f}{mean['spearman_rho']:>11.3f}"
+        lines.append(
+            f"{r.name:<22}{'yes' if r.needs_grad else 'no':>5}{r.seconds_per_1000:>10.1f}"
+            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{cited if paper else ''}"
+            + (f"  (computed with {r.shared_with})" if r.shared_with else "")
+        )
+    if benchmark is not None:
+        lines.append(benchmark.reading)
+    if depth:
+        lines.append("depth tau/rho: correlation among architectures of the same depth, averaged over depths "
+                     "(weighted by count)")
+    if paper:
+        lines.append(f"paper columns: {PAPER_SOURCE} (NAS-Bench-BERT)")
+    elif benchmark is not None and is_lts_bundled(benchmark):
+        for source, (tau, rho) in LTS_REFERENCES.items():
+            lines.append(f"published on these 200 models: {source}: |tau| {tau:.3f}, |rho| {rho:.3f}")
+    return "\n".join(lines)
+
+
+def format_seed_noise(noise: dict[str, Any], metric: str) -> str:
+    """One line saying how well one training seed ranks like another (see ``seed_noise``)."""
+    line = (f"seed noise ({metric}, seed {noise['seeds'][0]} against seed {noise['seeds'][1]}, {noise['n']} "
+            f"architectures): tau {noise['kendall_tau']:.3f}, rho {noise['spearman_rho']:.3f}")
+    mean = noise.get("within_depth", {}).get("mean")
+    if mean:
+        line += f"; within depth tau {mean['kendall_tau']:.3f}, rho {mean['spearman_rho']:.3f}"
+    return line + " (proxies are correlated with the mean over seeds; differences below this noise say little)"
