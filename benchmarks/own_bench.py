@@ -38,7 +38,6 @@ import os
 import platform
 import socket
 import sys
-import time
 from pathlib import Path
 
 import numpy as np

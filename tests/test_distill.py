@@ -89,11 +89,11 @@ def test_kd_training_reduces_the_loss(teacher, task):
 
 def test_dev_loss_is_the_cross_entropy_of_the_final_model(task):
     from optuna_wpca._text import load_tokenizer
-    from optuna_wpca.distill._trainer import _encode_split
+    from optuna_wpca.distill._data import encode_split
 
     model = student()
     result = train(model, task, TrainConfig(steps=3, **FAST))
-    dev = _encode_split(task, "dev", load_tokenizer(), FAST["max_seq_len"])
+    dev = encode_split(task, "dev", load_tokenizer(), FAST["max_seq_len"])
     model.eval()
     with torch.no_grad():
         logits = model(dev["input_ids"], attention_mask=dev["attention_mask"], token_type_ids=dev["token_type_ids"])
@@ -224,9 +224,9 @@ def test_sentence_pair_task_uses_both_segments(teacher):
     result = train(model, small, TrainConfig(steps=3, batch_size=4, max_seq_len=32, eval_every=3), teacher=three_way)
     assert 0.0 <= result.metric <= 1.0
     from optuna_wpca._text import load_tokenizer
-    from optuna_wpca.distill._trainer import _encode
+    from optuna_wpca.distill._data import encode_rows
 
-    enc = _encode(small.train[:2], load_tokenizer(), 32)
+    enc = encode_rows(small.train[:2], load_tokenizer(), 32)
     assert (enc["token_type_ids"][0] == 1).any()  # [SEP]-joined pair with a second segment
 
 

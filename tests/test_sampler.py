@@ -1,5 +1,4 @@
 import collections
-import json
 import subprocess
 import sys
 import textwrap

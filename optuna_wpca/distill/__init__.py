@@ -4,18 +4,11 @@ from optuna_wpca.distill._losses import Projections, kd_loss, soft_cross_entropy
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
-from optuna_wpca.distill._teacher_cache import TeacherCache, teacher_fingerprint
+from optuna_wpca.distill._config import TrainConfig, TrainResult
+from optuna_wpca.distill._data import TextCorpus, load_text_corpus
+from optuna_wpca.distill._teacher_cache import TeacherCache, cache_teacher, teacher_fingerprint
 from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
-from optuna_wpca.distill._trainer import (
-    TextCorpus,
-    TrainConfig,
-    TrainResult,
-    cache_teacher,
-    evaluate,
-    finetune_teacher,
-    load_text_corpus,
-    train,
-)
+from optuna_wpca.distill._trainer import evaluate, finetune_teacher, train
 
 __all__ = [
     "DistillTopTrials",

@@ -14,13 +14,19 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from optuna_wpca._text import load_tokenizer
+from optuna_wpca.distill._config import TrainConfig
+from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._models import Recorder, teacher_points
+
+if TYPE_CHECKING:
+    from optuna_wpca.distill._tasks import Task
 
 FORMAT = "optuna-wpca teacher cache 1"
 
@@ -165,3 +171,28 @@ class TeacherCache:
         meta = {"format": FORMAT, "teacher": fingerprint, "examples": n, "tokens": tokens, "width": width,
                 "num_layers": n_layers, **extra}
         (path / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def cache_teacher(
+    teacher: nn.Module,
+    task: "Task | TextCorpus",
+    directory: str | os.PathLike,
+    config: TrainConfig | None = None,
+    *,
+    tokenizer: Any = None,
+) -> TeacherCache:
+    """Compute ``teacher``'s KD targets for every training example of ``task`` once, into ``directory``.
+
+    Pass the result to :func:`train` as ``teacher_cache`` to distil any number of students without
+    running the teacher again (``config.max_seq_len`` must be the one the students train with). A
+    cache already in ``directory`` for the same teacher and examples is reused.
+
+    Example (as ``benchmarks/own_bench.py`` uses it)::
+
+        cache = cache_teacher(teacher, task, "work/teacher-cache", TrainConfig(max_seq_len=64))
+        train(student, task, config, teacher=teacher, teacher_cache=cache)
+    """
+    config = config or TrainConfig()
+    data = encode_split(task, "train", tokenizer or load_tokenizer(), config.max_seq_len)
+    return TeacherCache.write(directory, teacher, data, batch_size=max(config.batch_size, 64), device=config.device,
+                              extra={"task": task.name, "max_seq_len": config.max_seq_len})

@@ -12,7 +12,8 @@ from optuna.trial import FrozenTrial, TrialState
 from optuna_wpca._study import SOURCE_TRIAL_ATTR, record_distillation, top_trials
 from optuna_wpca.distill._models import StudentClassifier
 from optuna_wpca.distill._tasks import Task
-from optuna_wpca.distill._trainer import TrainConfig, train
+from optuna_wpca.distill._config import TrainConfig
+from optuna_wpca.distill._trainer import train
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")

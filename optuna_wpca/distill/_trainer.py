@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from optuna_wpca._text import load_tokenizer
+from optuna_wpca.distill._config import TrainConfig, TrainResult
+from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._losses import Projections, kd_loss
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import Recorder, StudentClassifier, student_points, teacher_encoder, teacher_points
@@ -24,130 +26,6 @@ from optuna_wpca.distill._tasks import Task
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
 CHECKPOINT = "checkpoint.pt"
-
-
-@dataclass
-class TrainConfig:
-    """One training recipe. Defaults: AdamW (0.9, 0.999, weight decay 0.01), linear decay after a
-    10% warm-up (the paper's Appendix F); ``gamma`` weighs the soft cross-entropy on logits
-    (0 task-agnostic, 1 task stage)."""
-
-    steps: int = 1000
-    batch_size: int = 32
-    max_seq_len: int = 64
-    learning_rate: float = 3e-4
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_ratio: float = 0.1
-    gamma: float = 1.0
-    temperature: float = 1.0
-    eval_every: int = 100
-    checkpoint_every: int = 100
-    eval_limit: int | None = None
-    seed: int = 0
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "max_seq_len", "eval_every", "checkpoint_every"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-
-
-@dataclass
-class TrainResult:
-    metric: float
-    steps: int
-    seconds: float
-    history: list[dict[str, float]] = field(default_factory=list)
-    resumed_from: int | None = None
-    #: The task loss on dev data at the last evaluation (mean cross-entropy; MSE for regression), a
-    #: continuous companion of ``metric``; ``None`` for task-agnostic distillation, whose metric is a loss.
-    dev_loss: float | None = None
-
-
-@dataclass
-class TextCorpus:
-    """Raw text for task-agnostic distillation (gamma 0): no labels; the score is the dev KD loss."""
-
-    name: str
-    train: list[str]
-    dev: list[str]
-    metric: str = "kd_loss"
-
-
-def load_text_corpus(path: str | os.PathLike | None = None, *, dev_fraction: float = 0.05, seed: int = 0) -> TextCorpus:
-    """Paragraphs of a text file (default: the bundled WikiText-2 test split), split train/dev."""
-    from optuna_wpca._text import _read_corpus, bundled_text_path
-
-    lines = _read_corpus(path or bundled_text_path("test"))
-    if not lines:
-        raise ValueError(f"text corpus {str(path)!r} is empty")
-    order = np.random.default_rng(seed).permutation(len(lines))
-    n_dev = max(1, int(len(lines) * dev_fraction))
-    return TextCorpus(Path(str(path or "wikitext-2")).stem, [lines[i] for i in order[n_dev:]],
-                      [lines[i] for i in order[:n_dev]])
-
-
-def _encode_text(lines: list[str], tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
-    """Cut the token stream of ``lines`` into unpadded ``[CLS] ... [SEP]`` windows."""
-    ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
-    stream = torch.tensor([t for seq in ids for t in seq], dtype=torch.long)
-    body = max_len - 2
-    n = stream.numel() // body
-    if n < 1:
-        raise ValueError(f"text corpus has {stream.numel()} tokens; one {max_len}-token window needs {body}")
-    windows = stream[: n * body].view(n, body)
-    cls = torch.full((n, 1), tokenizer.cls_token_id)
-    sep = torch.full((n, 1), tokenizer.sep_token_id)
-    input_ids = torch.cat([cls, windows, sep], dim=1)
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids),
-            "token_type_ids": torch.zeros_like(input_ids), "labels": torch.zeros(n, dtype=torch.long)}
-
-
-def _encode(task_rows: list, tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
-    a = [r[0] for r in task_rows]
-    b = [r[1] for r in task_rows] if task_rows and task_rows[0][1] is not None else None
-    enc = tokenizer(a, b, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
-    labels = torch.tensor([r[2] for r in task_rows])
-    out = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "labels": labels}
-    out["token_type_ids"] = enc.get("token_type_ids", torch.zeros_like(enc["input_ids"]))
-    return out
-
-
-def _encode_split(task: "Task | TextCorpus", split: str, tokenizer: Any, max_len: int) -> dict[str, torch.Tensor]:
-    rows = getattr(task, split)
-    if isinstance(task, TextCorpus):
-        return _encode_text(rows, tokenizer, max_len)
-    return _encode(rows, tokenizer, max_len)
-
-
-def cache_teacher(
-    teacher: nn.Module,
-    task: "Task | TextCorpus",
-    directory: str | os.PathLike,
-    config: TrainConfig | None = None,
-    *,
-    tokenizer: Any = None,
-) -> TeacherCache:
-    """Compute ``teacher``'s KD targets for every training example of ``task`` once, into ``directory``.
-
-    Pass the result to :func:`train` as ``teacher_cache`` to distil any number of students without
-    running the teacher again (``config.max_seq_len`` must be the one the students train with). A
-    cache already in ``directory`` for the same teacher and examples is reused.
-
-    Example (as ``benchmarks/own_bench.py`` uses it)::
-
-        cache = cache_teacher(teacher, task, "work/teacher-cache", TrainConfig(max_seq_len=64))
-        train(student, task, config, teacher=teacher, teacher_cache=cache)
-    """
-    config = config or TrainConfig()
-    data = _encode_split(task, "train", tokenizer or load_tokenizer(), config.max_seq_len)
-    return TeacherCache.write(directory, teacher, data, batch_size=max(config.batch_size, 64), device=config.device,
-                              extra={"task": task.name, "max_seq_len": config.max_seq_len})
 
 
 def _batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
@@ -243,8 +121,8 @@ def train(
         if teacher is None:
             raise ValueError("task-agnostic distillation on raw text needs a teacher")
         config = dataclasses.replace(config, gamma=0.0)
-    train_data = _encode_split(task, "train", tokenizer, config.max_seq_len)
-    dev_data = _encode_split(task, "dev", tokenizer, config.max_seq_len)
+    train_data = encode_split(task, "train", tokenizer, config.max_seq_len)
+    dev_data = encode_split(task, "dev", tokenizer, config.max_seq_len)
     if teacher_cache is not None:
         if teacher is None:
             raise ValueError("a teacher_cache is given but no teacher: pass the teacher it was computed from")
@@ -253,7 +131,7 @@ def train(
         raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
     model.to(device).train()
 
-    projections = recorder_s = recorder_t = None
+    projections = recorder_s = recorder_t = kd = None
     mapping: list[int] = []
     if teacher is not None:
         if not isinstance(model, StudentClassifier):
@@ -277,6 +155,7 @@ def train(
                 m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * 0.02)
                 m.bias.zero_()
         recorder_s, recorder_t = Recorder(s_points), Recorder(teacher_points(teacher))
+        kd = _KD(teacher, projections, recorder_s, recorder_t, mapping, config)
 
     params = list(model.parameters()) + (list(projections.parameters()) if projections is not None else [])
     decay = [p for p in params if p.dim() >= 2]
@@ -322,8 +201,7 @@ def train(
                 parts = {"labels": loss.item()}
             else:
                 cached = teacher_cache.targets(idx, device) if teacher_cache is not None else None
-                loss, parts = _kd_step(model, teacher, batch, projections, recorder_s, recorder_t, mapping, config,
-                                       cached)
+                loss, parts = _kd_step(kd, model, batch, cached)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training loss became {float(loss)} at step {step}; lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
@@ -335,8 +213,7 @@ def train(
             bar.update(1)
             if step % config.eval_every == 0 or step == config.steps:
                 if general:
-                    metric = _dev_kd_loss(model, teacher, dev_data, projections, recorder_s, recorder_t, mapping,
-                                          config, device)
+                    metric = _dev_kd_loss(kd, model, dev_data, device)
                 else:
                     metric, dev_loss = _evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
                     parts = {**parts, "dev_loss": dev_loss}
@@ -373,7 +250,22 @@ def _output_widths(model: StudentClassifier, points: dict, data: dict, device: A
         rec.remove()
 
 
-def _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config, cached=None):
+@dataclass
+class _KD:
+    """What every distillation step of one run shares: the teacher, the learned projections, the
+    recorders of both models' outputs, the student-to-teacher layer mapping and the recipe."""
+
+    teacher: nn.Module
+    projections: Projections
+    rec_s: Recorder
+    rec_t: Recorder
+    mapping: list[int]
+    config: TrainConfig
+
+
+def _kd_step(kd: _KD, model: nn.Module, batch: dict[str, torch.Tensor], cached: dict | None = None):
+    """The KD loss and its parts on one batch (teacher targets from ``cached`` when given)."""
+    teacher, rec_s, rec_t, config = kd.teacher, kd.rec_s, kd.rec_t, kd.config
     rec_s.clear()
     rec_t.clear()
     inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
@@ -390,10 +282,13 @@ def _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config, 
     s_logits = model(**inputs)
     student = {"embeddings": rec_s.outputs["embeddings"][0], "attention": rec_s.outputs["attention"],
                "ffn": rec_s.outputs["ffn"], "logits": s_logits}
-    return kd_loss(student, teacher_side, projections, mapping, gamma=config.gamma, temperature=config.temperature)
+    return kd_loss(student, teacher_side, kd.projections, kd.mapping, gamma=config.gamma,
+                   temperature=config.temperature)
 
 
-def _dev_kd_loss(model, teacher, data, projections, rec_s, rec_t, mapping, config, device) -> float:
+def _dev_kd_loss(kd: _KD, model: nn.Module, data: dict[str, torch.Tensor], device: Any) -> float:
+    """The mean KD loss over the dev data (the task-agnostic stage's metric; lower is better)."""
+    config = kd.config
     was_training = model.training
     model.eval()
     n = data["input_ids"].shape[0] if config.eval_limit is None else min(config.eval_limit, data["input_ids"].shape[0])
@@ -401,7 +296,7 @@ def _dev_kd_loss(model, teacher, data, projections, rec_s, rec_t, mapping, confi
     with torch.no_grad():
         for i in range(0, n, config.batch_size):
             batch = {k: v[i : min(n, i + config.batch_size)].to(device) for k, v in data.items()}
-            loss, _ = _kd_step(model, teacher, batch, projections, rec_s, rec_t, mapping, config)
+            loss, _ = _kd_step(kd, model, batch)
             total += loss.item() * batch["input_ids"].shape[0]
             count += batch["input_ids"].shape[0]
     model.train(was_training)
@@ -424,6 +319,3 @@ def finetune_teacher(
     if tokenizer is not None:
         tokenizer.save_pretrained(str(out_dir))
     return result
-
-
-__all__ = ["TextCorpus", "TrainConfig", "TrainResult", "cache_teacher", "evaluate", "finetune_teacher", "load_text_corpus", "train"]

@@ -1,0 +1,50 @@
+"""A training recipe and what a training run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TrainConfig:
+    """One training recipe. Defaults: AdamW (0.9, 0.999, weight decay 0.01), linear decay after a
+    10% warm-up (the paper's Appendix F); ``gamma`` weighs the soft cross-entropy on logits
+    (0 task-agnostic, 1 task stage)."""
+
+    steps: int = 1000
+    batch_size: int = 32
+    max_seq_len: int = 64
+    learning_rate: float = 3e-4
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_ratio: float = 0.1
+    gamma: float = 1.0
+    temperature: float = 1.0
+    eval_every: int = 100
+    checkpoint_every: int = 100
+    eval_limit: int | None = None
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "max_seq_len", "eval_every", "checkpoint_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+
+@dataclass
+class TrainResult:
+    """The final dev metric of a run, its steps and seconds, and the metric at every evaluation."""
+
+    metric: float
+    steps: int
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    resumed_from: int | None = None
+    #: The task loss on dev data at the last evaluation (mean cross-entropy; MSE for regression), a
+    #: continuous companion of ``metric``; ``None`` for task-agnostic distillation, whose metric is a loss.
+    dev_loss: float | None = None
