@@ -59,6 +59,7 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "")
 
 
 def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[str, Any] | None = None) -> str:
+    """The trial's dashboard note: one row per layer with its choice and PCA dim."""
     attrs = attrs or {}
     dims = attrs.get("pca_dims") or [None] * arch.num_layers
     lines = [f"**{arch.num_layers} layers, hidden {arch.hidden_size}, {space.num_params(arch):,} parameters "

@@ -85,6 +85,7 @@ class ZeroCostObjective:
 
     @property
     def min_params(self) -> float | None:
+        """The lower end of the band given to this objective."""
         return self._budget.min_params
 
     def _study_budget(self, trial: optuna.trial.BaseTrial) -> Budget:
@@ -102,6 +103,8 @@ class ZeroCostObjective:
 
     @property
     def batch(self) -> TextBatch:
+        """The minibatch every candidate is scored on (the default one made at first use), on the
+        objective's device."""
         with self._lock:
             if self._batch is None:
                 self._batch = text_batch()

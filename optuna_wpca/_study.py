@@ -71,6 +71,7 @@ class Budget:
 
     @property
     def is_set(self) -> bool:
+        """Whether either bound is set."""
         return self.max_params is not None or self.min_params is not None
 
     def check(self, space: SearchSpace) -> Budget:
@@ -79,6 +80,7 @@ class Budget:
         return self
 
     def contains(self, num_params: int) -> bool:
+        """Whether ``num_params`` lies within the bounds."""
         return (self.max_params is None or num_params <= self.max_params) and (
             self.min_params is None or num_params >= self.min_params
         )
@@ -99,6 +101,7 @@ class Budget:
         return f"{num_params:,} parameters fall below the lower bound of {self.min_params:,.0f}"
 
     def describe(self) -> str:
+        """The bounds as a phrase (``<= 15,700,000 parameters``), ``none`` when unset."""
         if not self.is_set:
             return "none"
         if self.min_params is None:

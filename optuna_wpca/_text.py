@@ -28,12 +28,15 @@ class TextBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """``(sequences, tokens)``."""
         return tuple(self.input_ids.shape)  # type: ignore[return-value]
 
     def to(self, device: Any) -> "TextBatch":
+        """The same batch on ``device``."""
         return TextBatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 
     def as_kwargs(self) -> dict[str, torch.Tensor]:
+        """The tensors as keyword arguments of a model's forward."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 

@@ -8,6 +8,7 @@ from optuna_wpca.cli._study_commands import load_our_study
 
 
 def run_distill(args: argparse.Namespace) -> int:
+    """``optuna-wpca distill``: fine-tune the teacher, then train the top trials by KD."""
     import tempfile
 
     import optuna

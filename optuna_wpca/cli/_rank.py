@@ -10,6 +10,7 @@ from optuna_wpca.cli._errors import CLIError
 
 
 def run_rank(args: argparse.Namespace) -> int:
+    """``optuna-wpca rank``: every proxy asked for against a trained benchmark, as a table (and JSON)."""
     from tqdm import tqdm
 
     from optuna_wpca.ranking import (

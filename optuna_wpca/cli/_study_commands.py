@@ -26,6 +26,7 @@ def _search_from_args(args: argparse.Namespace):
 
 
 def run_search(args: argparse.Namespace) -> int:
+    """``optuna-wpca search``: the zero-cost GA search into the named study (resumed if it exists)."""
     import optuna
 
     from optuna_wpca._objective import ZeroCostObjective
@@ -91,12 +92,14 @@ def load_our_study(args: argparse.Namespace):
 
 
 def run_show(args: argparse.Namespace) -> int:
+    """``optuna-wpca show``: the best trials of a study and the best one's layers."""
     study, space = load_our_study(args)
     _print_best(study, space, args.top)
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
+    """``optuna-wpca export``: a trial as a ``from_pretrained`` directory with ``architecture.json``."""
     from optuna_wpca._study import top_trials
 
     study, space = load_our_study(args)

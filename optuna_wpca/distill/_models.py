@@ -85,6 +85,7 @@ class StudentClassifier(nn.Module):
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, device: Any = "cpu") -> "StudentClassifier":
+        """Load a student saved with ``save_pretrained`` (encoder, task head and their configs)."""
         from safetensors.torch import load_file
 
         path = Path(directory)
@@ -115,10 +116,12 @@ class Recorder:
         return hook
 
     def clear(self) -> None:
+        """Forget the outputs recorded so far."""
         for v in self.outputs.values():
             v.clear()
 
     def remove(self) -> None:
+        """Remove the hooks from the model."""
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -138,6 +141,7 @@ def student_points(encoder: CandidateModel) -> dict[str, list[nn.Module]]:
 
 
 def teacher_points(teacher: nn.Module) -> dict[str, list[nn.Module]]:
+    """The teacher's KD points: its embeddings, each layer's attention-block output and layer output."""
     enc = teacher_encoder(teacher)
     layers = enc.encoder.layer
     return {

@@ -18,6 +18,7 @@ SNLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
 def accuracy(pred: Sequence[Any], gold: Sequence[Any]) -> float:
+    """Share of predictions equal to the labels."""
     return float(np.mean(np.asarray(pred) == np.asarray(gold)))
 
 
@@ -64,9 +65,11 @@ class Task:
 
     @property
     def is_regression(self) -> bool:
+        """Whether the task has one continuous label (STS-B style)."""
         return self.num_labels == 1
 
     def score(self, pred: Sequence[Any], gold: Sequence[Any]) -> float:
+        """The task's metric of predictions against labels."""
         return METRICS[self.metric](pred, gold)
 
 

@@ -64,6 +64,7 @@ class TeacherCache:
 
     @property
     def fingerprint(self) -> str:
+        """SHA-256 of the teacher the cache was computed from."""
         return self.meta["teacher"]
 
     def holds(self, input_ids: torch.Tensor) -> bool:

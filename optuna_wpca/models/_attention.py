@@ -32,10 +32,12 @@ class SelfAttention(nn.Module):
         self.head_outputs = nn.Identity()
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, tokens, width)`` to ``(batch, heads, tokens, head_dim)``."""
         b, n, _ = x.shape
         return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
     def project_query(self, x: torch.Tensor) -> torch.Tensor:
+        """The query projection split into heads."""
         q = self.query(x)
         return self.query_weight(q) if self.query_weight is not None else q
 

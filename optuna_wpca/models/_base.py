@@ -31,6 +31,7 @@ def config_from_dict(cls: type, raw: dict[str, Any]) -> Any:
 
 
 def check_count_convention(count: str) -> str:
+    """Raise a clear error for a parameter-count convention that is not one of ``COUNT_CONVENTIONS``."""
     if count not in COUNT_CONVENTIONS:
         raise ValueError(f"unknown parameter-count convention {count!r}; use one of {COUNT_CONVENTIONS}")
     return count
@@ -140,6 +141,7 @@ class CandidateModel(nn.Module):
         return x
 
     def num_parameters(self, count: str | None = None) -> int:  # type: ignore[override]
+        """Parameters under ``count`` (default: the model's convention), from the weights themselves."""
         count = check_count_convention(count or self.config.count)
         modules = [self] if count == "all" else [self.layers]
         return sum(p.numel() for m in modules for p in m.parameters())

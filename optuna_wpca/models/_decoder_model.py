@@ -49,6 +49,7 @@ class DecoderConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "DecoderConfig":
+        """The config from its ``to_dict`` form (``config.json``)."""
         return config_from_dict(cls, raw)
 
 
@@ -121,6 +122,8 @@ class DecoderModel(CandidateModel):
         return hidden @ self.embeddings.word.weight.T
 
     def num_parameters(self, count: str | None = None) -> int:  # type: ignore[override]
+        """Parameters under ``count``; ``non_embedding`` leaves out the token and position tables
+        (LiteTransformerSearch's convention)."""
         count = check_count_convention(count or self.config.count)
         if count == "all":
             return sum(p.numel() for p in self.parameters())

@@ -81,6 +81,7 @@ class FlexiBERTConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "FlexiBERTConfig":
+        """The config from its ``to_dict`` form (``config.json``)."""
         return config_from_dict(cls, raw)
 
 

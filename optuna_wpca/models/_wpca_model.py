@@ -58,6 +58,7 @@ class WPCAConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "WPCAConfig":
+        """The config from its ``to_dict`` form (``config.json``)."""
         return config_from_dict(cls, raw)
 
 

@@ -100,6 +100,7 @@ def _ffn_linears(model: CandidateModel) -> list[nn.Linear]:
 @register_proxy("synaptic_diversity", needs_grad=True,
                 description="Zhou et al. 2022: sum of ||W||_* x ||dL/dW||_* over attention weight matrices")
 def synaptic_diversity(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
+    """Sum over attention projections of ||W||_* x ||dL/dW||_* (nuclear norms; masked-LM loss)."""
     with _scoring(model):
         loss, _ = mlm_loss(model, batch, seed=seed)
         loss.backward()
@@ -115,6 +116,7 @@ def synaptic_diversity(model: CandidateModel, batch: TextBatch, *, seed: int = 0
 @register_proxy("synaptic_saliency", needs_grad=True,
                 description="Abdelfattah et al. 2020: sum of |dL/dW * W| over the FFN weights")
 def synaptic_saliency(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
+    """Sum over FFN linears of abs(weight x gradient) (masked-LM loss)."""
     with _scoring(model):
         loss, _ = mlm_loss(model, batch, seed=seed)
         loss.backward()
@@ -202,6 +204,7 @@ def _average_over_heads(per_layer: list[torch.Tensor]) -> ProxyResult:
 @register_proxy("head_importance", needs_grad=True,
                 description="Michel et al. 2019: |A_h . dL/dA_h| per head, averaged over heads")
 def head_importance(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
+    """Mean over heads of abs(head output x its gradient), summed over its dims (masked-LM loss)."""
     with _scoring(model):
         _, outputs = _head_tensors(model, batch, seed, with_grad=True)
         scores = [(out.detach() * out.grad).sum(dim=(2, 3)).abs().mean(0) for out in outputs if out.grad is not None]
@@ -211,6 +214,7 @@ def head_importance(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -
 @register_proxy("head_confidence", needs_grad=False,
                 description="Voita et al. 2019: mean over tokens of each head's largest attention weight, averaged")
 def head_confidence(model: CandidateModel, batch: TextBatch) -> ProxyResult:
+    """Mean over heads of the largest attention probability per query."""
     with _scoring(model):
         probs, _ = _head_tensors(model, batch, 0, with_grad=False)
     return _average_over_heads([p.max(dim=-1).values.mean(dim=(0, 2)) for p in probs])
@@ -219,6 +223,7 @@ def head_confidence(model: CandidateModel, batch: TextBatch) -> ProxyResult:
 @register_proxy("softmax_confidence", needs_grad=False,
                 description="Behnke & Heafield 2020: mean largest softmax of each head's output, averaged")
 def softmax_confidence(model: CandidateModel, batch: TextBatch) -> ProxyResult:
+    """Mean over heads of the largest softmax value of each query's head output."""
     with _scoring(model):
         _, outputs = _head_tensors(model, batch, 0, with_grad=False)
     return _average_over_heads([F.softmax(o, dim=-1).max(dim=-1).values.mean(dim=(0, 2)) for o in outputs])

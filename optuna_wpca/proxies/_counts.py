@@ -9,12 +9,14 @@ from optuna_wpca.proxies._registry import ProxyResult, register_proxy
 
 @register_proxy("params", needs_grad=False, description="number of parameters (convention of the model)")
 def params(model: CandidateModel, batch: TextBatch, *, count: str | None = None) -> ProxyResult:
+    """The model's parameter count under its convention (or ``count``)."""
     n = model.num_parameters(count)
     return ProxyResult(float(n), {"num_params": n})
 
 
 @register_proxy("num_layers", needs_grad=False, description="number of encoder layers")
 def num_layers(model: CandidateModel, batch: TextBatch) -> ProxyResult:
+    """The number of layers: the depth baseline every proxy must beat."""
     return ProxyResult(float(len(model.layers)), {"num_layers": len(model.layers)})
 
 
@@ -24,5 +26,6 @@ def num_layers(model: CandidateModel, batch: TextBatch) -> ProxyResult:
     description="LiteTransformerSearch: non-embedding parameter count",
 )
 def lts_decoder_params(model: CandidateModel, batch: TextBatch) -> ProxyResult:
+    """LiteTransformerSearch's proxy: the decoder's non-embedding parameter count."""
     n = model.num_parameters("non_embedding")
     return ProxyResult(float(n), {"num_params": n})

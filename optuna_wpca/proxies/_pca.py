@@ -19,6 +19,7 @@ DEFAULT_ETA = 0.99
 
 
 def check_eta(eta: float, name: str = "eta") -> float:
+    """``eta`` as a float; a clear error when it is outside (0, 1]."""
     if not isinstance(eta, (int, float)) or math.isnan(eta) or not 0.0 < eta <= 1.0:
         raise ValueError(f"{name} must lie in (0, 1], got {eta!r}")
     return float(eta)
@@ -81,6 +82,7 @@ class FFNCovariance:
 
     @property
     def width(self) -> int:
+        """D, the FFN width (the number of eigenvalues of Cov(H))."""
         return self.matrix.shape[0] if self.weight is None else self.weight.shape[0]
 
     def dense(self) -> torch.Tensor:

@@ -30,6 +30,7 @@ class ProxySpec:
 
     @property
     def options(self) -> tuple[str, ...]:
+        """The keyword-only options the proxy takes, with their defaults."""
         params = inspect.signature(self.fn).parameters.values()
         return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
@@ -58,10 +59,12 @@ def register_proxy(name: str, *, needs_grad: bool, description: str) -> Callable
 
 
 def list_proxies() -> list[str]:
+    """Names of the registered proxies, in registration order."""
     return list(_REGISTRY)
 
 
 def get_proxy(name: str) -> ProxySpec:
+    """The registered proxy ``name``; a clear error naming the registered ones otherwise."""
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -119,6 +119,7 @@ class WPCASampler(BaseGASampler):
 
     @property
     def min_params(self) -> float | None:
+        """The lower end of the band given to this sampler."""
         return self._budget.min_params
 
     def _fits(self, params: dict[str, Any], budget: Budget) -> bool:

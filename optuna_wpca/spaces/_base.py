@@ -26,13 +26,16 @@ class Architecture:
 
     @property
     def num_layers(self) -> int:
+        """The number of layers."""
         return len(self.layers)
 
     def to_dict(self) -> dict[str, Any]:
+        """The architecture as plain JSON types."""
         return {"hidden_size": self.hidden_size, "layers": [dataclasses.asdict(layer) for layer in self.layers]}
 
 
 def layer_name(index: int, gene: str) -> str:
+    """The Optuna parameter name of one layer's gene: ``layer_03_block``."""
     return f"layer_{index:02d}_{gene}"
 
 
@@ -112,6 +115,7 @@ class SearchSpace(abc.ABC):
         return [str(layer) for layer in arch.layers]
 
     def to_dict(self) -> dict[str, Any]:
+        """The space as JSON types (``type`` plus ``config()``), read back by ``space_from_dict``."""
         return {"type": self.kind, **self.config()}
 
     def _check_params(self, params: Mapping[str, Any], names: Sequence[str]) -> None:

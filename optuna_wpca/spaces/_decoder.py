@@ -99,6 +99,7 @@ class DecoderSpace(SearchSpace):
 
     @property
     def max_layers(self) -> int:
+        """The deepest candidate's number of layers (genes exist for all of them)."""
         return max(self.num_layers_choices)
 
     def config(self) -> dict[str, Any]:
@@ -152,6 +153,7 @@ class DecoderSpace(SearchSpace):
                 raise ValueError(f"layer {i} ({layer}) is outside this space")
 
     def model_config(self, arch: Architecture, seed: int | None = 0) -> DecoderConfig:
+        """The ``DecoderConfig`` that builds ``arch``."""
         self._check_arch(arch)
         return DecoderConfig(
             layers=list(arch.layers),

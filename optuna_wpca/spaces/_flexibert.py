@@ -77,6 +77,7 @@ class FlexiBERTSpace(SearchSpace):
 
     @property
     def max_layers(self) -> int:
+        """The deepest candidate's number of layers (genes exist for all of them)."""
         return max(self.num_layers_choices)
 
     def config(self) -> dict[str, Any]:
@@ -187,6 +188,7 @@ class FlexiBERTSpace(SearchSpace):
         ]
 
     def model_config(self, arch: Architecture, seed: int | None = 0) -> FlexiBERTConfig:
+        """The ``FlexiBERTConfig`` that builds ``arch``."""
         self._check_arch(arch)
         return FlexiBERTConfig(
             layers=self._effective_layers(arch),

@@ -140,6 +140,7 @@ class WPCASpace(SearchSpace):
                 raise ValueError(f"layer {i} ({layer}) is outside this space")
 
     def model_config(self, arch: Architecture, seed: int | None = 0) -> WPCAConfig:
+        """The ``WPCAConfig`` that builds ``arch``."""
         self._check_arch(arch)
         return WPCAConfig(
             layers=list(arch.layers),
