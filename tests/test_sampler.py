@@ -197,3 +197,33 @@ def test_threads_with_n_jobs_share_the_generations():
     # Threads may overfill a generation by the trials in flight, never skip one.
     assert sorted(generations) == list(range(len(generations))) and len(generations) >= 4
     assert all(count >= 5 for g, count in generations.items() if g < max(generations))
+
+
+def test_the_multi_objective_parent_pool_is_nsga2s_elite():
+    # Optuna's own NSGA-II ranking and crowding distance are the oracle (its private module, used in the
+    # test only). Where several trials tie at the cut (two front ends, both at infinite distance), either
+    # choice is the elite, so the selections are compared by (front, crowding distance).
+    import numpy as np
+    from optuna.samplers.nsgaii import _elite_population_selection_strategy as nsga2
+
+    from optuna_wpca.sampler._elite import elite_population
+
+    rng = np.random.default_rng(0)
+    for case in range(30):
+        directions = [["maximize", "minimize"], ["minimize", "minimize", "maximize"]][case % 2]
+        study = optuna.create_study(directions=directions)
+        for _ in range(int(rng.integers(3, 40))):
+            study.add_trial(optuna.trial.create_trial(values=list(rng.normal(size=len(directions))),
+                                                      params={}, distributions={}))
+        trials = study.get_trials(deepcopy=False)
+        quality = {}
+        for rank, front in enumerate(nsga2._rank_population(list(trials), study.directions, is_constrained=False)):
+            for number, distance in nsga2._calc_crowding_distance(list(front)).items():
+                quality[number] = (rank, -distance)
+            for t in front:
+                quality.setdefault(t.number, (rank, 0.0))
+        size = int(rng.integers(2, len(trials) + 2))
+        ours = elite_population(trials, study.directions, size)
+        theirs = nsga2.NSGAIIElitePopulationSelectionStrategy(population_size=size)(study, list(trials))
+        assert len(ours) == len(theirs) == min(size, len(trials))
+        assert sorted(quality[t.number] for t in ours) == sorted(quality[t.number] for t in theirs), case

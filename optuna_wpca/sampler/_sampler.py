@@ -8,11 +8,11 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseGASampler, RandomSampler
-from optuna.samplers.nsgaii._elite_population_selection_strategy import NSGAIIElitePopulationSelectionStrategy
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from optuna_wpca._study import Budget, is_feasible, record_search
+from optuna_wpca.sampler._elite import elite_population
 from optuna_wpca.sampler._operators import mutate, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
 
@@ -177,8 +177,7 @@ class WPCASampler(BaseGASampler):
             return candidates[: self.parent_pool]
         if len(candidates) < 2:
             return candidates
-        strategy = NSGAIIElitePopulationSelectionStrategy(population_size=int(self.population_size or 2))
-        return strategy(study, candidates)
+        return elite_population(candidates, study.directions, int(self.population_size or 2))
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self._study_budget(study)
