@@ -79,14 +79,9 @@ class ZeroCostObjective:
         self._lock = threading.Lock()
 
     @property
-    def max_params(self) -> float | None:
-        """The budget given to this objective (the study may record one given to the sampler)."""
-        return self._budget.max_params
-
-    @property
-    def min_params(self) -> float | None:
-        """The lower end of the band given to this objective."""
-        return self._budget.min_params
+    def budget(self) -> Budget:
+        """The budget given to this objective; the one in force is the study's (see ``read_search``)."""
+        return self._budget
 
     def _study_budget(self, trial: optuna.trial.BaseTrial) -> Budget:
         """Record this search in the trial's study on first sight; the budget in force there."""

@@ -113,14 +113,9 @@ class WPCASampler(BaseGASampler):
         self._random.reseed_rng()
 
     @property
-    def max_params(self) -> float | None:
-        """The budget given to this sampler (a study may record one given to the objective)."""
-        return self._budget.max_params
-
-    @property
-    def min_params(self) -> float | None:
-        """The lower end of the band given to this sampler."""
-        return self._budget.min_params
+    def budget(self) -> Budget:
+        """The budget given to this sampler; the one in force is the study's (see ``read_search``)."""
+        return self._budget
 
     def _fits(self, params: dict[str, Any], budget: Budget) -> bool:
         if not budget.is_set:
