@@ -12,6 +12,7 @@ Example:
 
 from optuna_wpca._objective import ZeroCostObjective
 from optuna_wpca.ranking import Benchmark, load_benchmark, rank_proxies
+from optuna_wpca._storage import open_storage
 from optuna_wpca._study import (
     PRESETS,
     Budget,
@@ -78,6 +79,7 @@ __all__ = [
     "load_benchmark",
     "load_space",
     "load_tokenizer",
+    "open_storage",
     "pca_dim",
     "preset",
     "rank_proxies",

@@ -1,4 +1,4 @@
-"""Opening the storage a command names: an RDB URL or ``journal://FILE``."""
+"""Opening the storage a command names, with errors as one line."""
 
 from __future__ import annotations
 
@@ -6,19 +6,13 @@ from optuna_wpca.cli._errors import CLIError
 
 
 def open_storage(url: str):
-    """An Optuna storage for ``url``; a malformed or unreachable one is a one-line ``CLIError``."""
-    import optuna
+    """An Optuna storage for ``url`` (see :func:`optuna_wpca.open_storage`); a malformed or
+    unreachable one is a one-line ``CLIError``."""
+    from optuna_wpca._storage import open_storage as open_any
 
-    if "://" not in url:
-        raise CLIError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
     try:
-        return optuna.storages.RDBStorage(url) if not url.startswith("journal://") else _journal(url)
+        return open_any(url)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
     except Exception as err:  # SQLAlchemy raises many types; the user needs one line
         raise CLIError(f"cannot open storage {url!r}: {str(err).splitlines()[0]}") from None
-
-
-def _journal(url: str):
-    import optuna
-    from optuna.storages.journal import JournalFileBackend
-
-    return optuna.storages.JournalStorage(JournalFileBackend(url[len("journal://"):]))
