@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -112,6 +113,16 @@ class WPCASampler(BaseGASampler):
         self._rng.seed()
         self._random.reseed_rng()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Optuna's BaseGASampler keeps a thread lock, which does not pickle; a copy gets its own.
+        state = self.__dict__.copy()
+        state.pop("_thread_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._thread_lock = threading.Lock()
+
     @property
     def budget(self) -> Budget:
         """The budget given to this sampler; the one in force is the study's (see ``read_search``)."""
@@ -140,6 +151,24 @@ class WPCASampler(BaseGASampler):
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
+        """Genes of the space that ``search_space`` asks for, from the GA (a child of two parents,
+        or a random feasible candidate in generation 0); any other parameter it asks for at random.
+
+        A gene left out of ``search_space`` (``PartialFixedSampler`` fixing it, say) is not returned.
+        """
+        if not search_space:
+            return {}
+        genes = [n for n, d in search_space.items() if self._distributions.get(n) == d]
+        params: dict[str, Any] = {}
+        if genes:
+            genome = self._propose(study, trial)
+            params.update((n, genome[n]) for n in genes)
+        for name, distribution in search_space.items():
+            if name not in params:
+                params[name] = self._random.sample_independent(study, trial, name, distribution)
+        return params
+
+    def _propose(self, study: Study, trial: FrozenTrial) -> dict[str, Any]:
         budget = self._study_budget(study)
         generation = self.get_trial_generation(study, trial)
         parents = self.get_parent_population(study, generation) if generation > 0 else []
