@@ -43,12 +43,31 @@ def _write_ahead_log(storage: optuna.storages.RDBStorage) -> None:
     storage.engine.dispose()  # connections opened before the listener are reopened with it
 
 
+def _with_installed_driver(url: str) -> str:
+    """``postgresql://`` (and Heroku-style ``postgres://``) with a driver that is installed.
+
+    SQLAlchemy 2.1 maps a bare ``postgresql://`` to psycopg 3; this project's ``postgres`` extra
+    installs psycopg2, so a bare URL is pointed at whichever of the two is present.
+    """
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("postgresql", "postgres"):
+        return url
+    import importlib.util
+
+    for module, dialect in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"{dialect}{sep}{rest}"
+    raise ValueError(f"storage URL {url!r} needs a PostgreSQL driver: pip install 'optuna-wpca[postgres]' "
+                     "(psycopg2) or psycopg")
+
+
 def open_storage(url: str, *, sqlite_wal: bool = True, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url``: ``journal://FILE`` for a journal file, else an RDB URL
     (``sqlite:///FILE``, ``postgresql+psycopg2://...``, ``mysql+pymysql://...``).
 
     A SQLite file is switched to write-ahead logging (see ``_write_ahead_log``) unless
-    ``sqlite_wal=False``; ``rdb_kwargs`` go to :class:`optuna.storages.RDBStorage` (heartbeats, say).
+    ``sqlite_wal=False``; a bare ``postgresql://`` URL gets the installed driver; ``rdb_kwargs`` go
+    to :class:`optuna.storages.RDBStorage` (heartbeats, say).
     """
     if "://" not in url:
         raise ValueError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
@@ -56,7 +75,7 @@ def open_storage(url: str, *, sqlite_wal: bool = True, **rdb_kwargs: Any) -> opt
         from optuna.storages.journal import JournalFileBackend
 
         return optuna.storages.JournalStorage(JournalFileBackend(url[len("journal://"):]))
-    storage = optuna.storages.RDBStorage(url, **rdb_kwargs)
+    storage = optuna.storages.RDBStorage(_with_installed_driver(url), **rdb_kwargs)
     if sqlite_wal and _sqlite_file(url):
         _write_ahead_log(storage)
     return storage

@@ -50,3 +50,19 @@ def test_four_workers_on_one_postgres_study(postgres_url, tmp_path):
     assert len(single.trials) == 40
     print(f"\nbest W-PCA: 4 workers {study.best_value:.6g}, 1 worker {single.best_value:.6g} (40 trials each)")
     assert study.best_value > 0 and single.best_value > 0
+
+
+def test_a_bare_postgresql_url_works_as_documented(postgres_url, capsys):
+    # SQLAlchemy maps postgresql:// to psycopg 3; the project installs psycopg2: open_storage picks it.
+    from optuna_wpca import open_storage
+    from optuna_wpca.cli import main
+
+    bare = "postgresql://" + postgres_url.split("://", 1)[1]
+    assert bare != postgres_url
+    storage = open_storage(bare)
+    optuna.create_study(storage=storage, study_name="bare-url").optimize(
+        lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    assert len(optuna.load_study(study_name="bare-url", storage=postgres_url).trials) == 2
+    assert main(["search", "--preset", "wpca-tiny", "--storage", bare, "--study-name", "bare-cli", "--n-trials", "2",
+                 "--population-size", "2", "--batch-size", "4", "--seq-len", "16", "--quiet"]) == 0
+    assert len(optuna.load_study(study_name="bare-cli", storage=postgres_url).trials) == 2
