@@ -146,3 +146,36 @@ def test_top_trials_are_feasible_distinct_and_ordered():
     assert values == sorted(values, reverse=True) and values[0] == study.best_value
     assert len({tuple(sorted(t.params.items())) for t in best}) == len(best)
     assert all(t.user_attrs["num_params"] <= budget for t in best)
+
+
+def test_export_refuses_unfinished_trials_and_full_directories_and_show_creates_nothing(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(storage=url, study_name="s", direction="maximize",
+                                sampler=WPCASampler(SPACE, population_size=4, seed=0))
+    objective = ZeroCostObjective(SPACE, batch=BATCH)
+    study.optimize(objective, n_trials=2)
+    failed = study.ask()
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)
+    running = study.ask()
+    base = ["export", "--storage", url, "--study-name", "s"]
+
+    def error(args):
+        assert cli(args) == 2
+        return capsys.readouterr().err
+
+    assert f"trial {failed.number} is FAIL; only a completed trial" in error(
+        base + ["--trial", str(failed.number), "--out", str(tmp_path / "a")])
+    assert f"trial {running.number} is RUNNING" in error(base + ["--trial", str(running.number), "--out",
+                                                                  str(tmp_path / "a")])
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine")
+    assert "is not an empty directory; pass --overwrite" in error(base + ["--out", str(full)])
+    assert (full / "notes.txt").read_text() == "mine" and len(list(full.iterdir())) == 1
+    (tmp_path / "file").write_text("x")
+    assert "is a file, not a directory" in error(base + ["--out", str(tmp_path / "file")])
+    assert cli(base + ["--out", str(full), "--overwrite"]) == 0
+    assert (full / "config.json").is_file()
+    missing = tmp_path / "missing.db"
+    assert "does not exist" in error(["show", "--storage", f"sqlite:///{missing}", "--study-name", "s"])
+    assert not missing.exists()

@@ -77,12 +77,21 @@ def _print_best(study, space, top: int) -> None:
         print(f"  layer {i:>2}: {line}")
 
 
+def _check_storage_exists(url: str) -> None:
+    """Reading commands never create a storage: a missing SQLite or journal file is an error."""
+    for prefix in ("sqlite:///", "journal://"):
+        path = url[len(prefix):] if url.startswith(prefix) else None
+        if path and path != ":memory:" and not Path(path).exists():
+            raise CLIError(f"storage file {path!r} does not exist (is --storage right?)")
+
+
 def load_our_study(args: argparse.Namespace):
     """The study named by ``--storage`` / ``--study-name`` and its recorded space."""
     import optuna
 
     from optuna_wpca._study import read_search
 
+    _check_storage_exists(args.storage)
     storage = open_storage(args.storage)
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     if args.study_name not in names:
@@ -100,6 +109,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     """``optuna-wpca export``: a trial as a ``from_pretrained`` directory with ``architecture.json``."""
+    import optuna
+
     from optuna_wpca._study import top_trials
 
     study, space = load_our_study(args)
@@ -113,8 +124,14 @@ def run_export(args: argparse.Namespace) -> int:
         if not matches:
             raise CLIError(f"study {args.study_name!r} has no trial {args.trial}")
         trial = matches[0]
-    arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
+        if trial.state != optuna.trial.TrialState.COMPLETE:
+            raise CLIError(f"trial {trial.number} is {trial.state.name}; only a completed trial can be exported")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {str(out)!r} is a file, not a directory")
+    if out.is_dir() and any(out.iterdir()) and not args.overwrite:
+        raise CLIError(f"{str(out)!r} exists and is not an empty directory; pass --overwrite to replace its files")
+    arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
     trained = trial.user_attrs.get("saved_to")
     if trained:  # a trial of a "<study>-kd" study: the distilled student, weights and task head
         import shutil
