@@ -8,7 +8,8 @@ well as 128 x 128. ``run`` scores every architecture of NAS-Bench-BERT and of th
 W-PCA at each minibatch of GRID (initialisation seed 42) and at 128 x 128 with the seeds of SEEDS,
 appending one JSON line per (benchmark, batch, seed, architecture) to
 ``benchmarks/results/batch_size.jsonl`` (resumable). ``table`` writes ``batch_size.json`` and prints
-Kendall tau / Spearman rho per setting, with the seconds per evaluation measured in the same run.
+Kendall tau / Spearman rho per setting (on the architectures scored in every setting of that
+benchmark, so a ``--limit`` run compares like with like), with the seconds per evaluation.
 
 Rule (stated before the run): for each benchmark, the seed spread is the range of W-PCA's Kendall tau at
 128 x 128 over the initialisation seeds in SEEDS. A minibatch qualifies when its tau at seed 42 is not
@@ -83,6 +84,13 @@ def table(args: argparse.Namespace) -> None:
     for line in Path(args.out).read_text().splitlines():
         r = json.loads(line)
         rows.setdefault((r["benchmark"], tuple(r["batch"]), r["seed"]), []).append(r)
+    # Every setting of a benchmark is compared on the same architectures: those scored in all of them.
+    common: dict[str, set[str]] = {}
+    for (name, _, _), rs in rows.items():
+        ids = {r["id"] for r in rs}
+        common[name] = ids if name not in common else common[name] & ids
+    rows = {key: sorted((r for r in rs if r["id"] in common[key[0]]), key=lambda r: r["id"])
+            for key, rs in rows.items()}
     result = {"rule": __doc__.split("Rule (stated before the run): ")[1].strip(), "settings": []}
     spread = {}
     for (name, batch, seed), rs in sorted(rows.items()):

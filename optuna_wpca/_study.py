@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -239,11 +240,22 @@ def record_search(
     if writes:
         for key, value in writes.items():
             study.set_user_attr(key, value)
+        if _PROXY in writes:
+            _name_the_objectives(study, list(proxies or []))
         from optuna_wpca._dashboard import save_study_note
 
         save_study_note(study, record)
         _logger.debug("recorded %s in study %r", ", ".join(writes), study.study_name)
     return record
+
+
+def _name_the_objectives(study: optuna.Study, proxies: list[str]) -> None:
+    """optuna-dashboard labels a study's values by its metric names ("wpca" instead of "Objective 0")."""
+    if len(proxies) != len(study.directions) or study.metric_names is not None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(proxies)
 
 
 def record_distillation(study: optuna.Study, space: SearchSpace, *, source_study: str, task: str) -> None:

@@ -53,6 +53,7 @@ def test_the_readme_example_then_show_and_export_from_the_cli(tmp_path, monkeypa
     record = read_search(study)
     assert record.budget.max_params == 15.7e6 and record.proxies == ("wpca",) and record.batch == (8, 32)
     assert record.space.to_dict() == WPCASpace.small().to_dict()
+    assert study.metric_names == ["wpca"]  # optuna-dashboard's label instead of "Objective 0"
     assert sum(p.numel() for p in CandidateModel.from_pretrained(tmp_path / "best").parameters()) > 0
 
     capsys.readouterr()
