@@ -91,10 +91,23 @@ class ZeroCostObjective:
         key = (id(study._storage), study._study_id)
         budget = self._study_budgets.get(key)
         if budget is None:
+            self._check_directions(study)
             record = record_search(study, self.space, self._budget, proxies=self.proxies,
                                    batch=tuple(self.batch.shape))
             budget = self._study_budgets[key] = record.budget
         return budget
+
+    @property
+    def directions(self) -> list[str]:
+        """The study directions these proxies need (``latency`` and ``peak_memory`` are minimised)."""
+        return [get_proxy(name).direction for name in self.proxies]
+
+    def _check_directions(self, study: optuna.Study) -> None:
+        have = [d.name.lower() for d in study.directions]
+        if have != self.directions:
+            pairs = ", ".join(f"{p} ({d})" for p, d in zip(self.proxies, self.directions))
+            raise ValueError(f"study {study.study_name!r} has directions {have}, but the proxies want {pairs}; "
+                             f"create it with directions={self.directions}")
 
     @property
     def batch(self) -> TextBatch:

@@ -180,3 +180,12 @@ def test_export_refuses_unfinished_trials_and_full_directories_and_show_creates_
     missing = tmp_path / "missing.db"
     assert "does not exist" in error(["show", "--storage", f"sqlite:///{missing}", "--study-name", "s"])
     assert not missing.exists()
+
+
+def test_a_study_with_the_wrong_direction_for_its_proxy_is_refused():
+    study = optuna.create_study(direction="maximize")
+    with pytest.raises(ValueError, match=r"has directions \['maximize'\], but the proxies want latency \(minimize\)"):
+        study.optimize(ZeroCostObjective(SPACE, "latency", batch=BATCH), n_trials=1)
+    pareto = optuna.create_study(directions=["maximize", "minimize"])
+    pareto.optimize(ZeroCostObjective(SPACE, proxies=("wpca", "latency"), batch=BATCH, repeats=2), n_trials=2)
+    assert pareto.metric_names == ["wpca", "latency"]

@@ -50,7 +50,7 @@ def run_search(args: argparse.Namespace) -> int:
                                   artifact_store=store, **({} if args.eta is None else {"eta": args.eta}))
     storage = open_storage(args.storage)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
-                                direction="minimize" if args.proxy == "latency" else "maximize",
+                                direction=objective.directions[0],
                                 load_if_exists=True)
     record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape)
     n_trials = args.n_trials if args.n_trials is not None else sampler.n_trials

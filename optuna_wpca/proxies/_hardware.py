@@ -17,7 +17,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@register_proxy("latency", needs_grad=False, description="median forward time in ms (batch 1, 128 tokens)")
+@register_proxy("latency", needs_grad=False, description="median forward time in ms (batch 1, 128 tokens)",
+                direction="minimize")
 def latency(
     model: CandidateModel,
     batch: TextBatch,
@@ -59,7 +60,7 @@ def latency(
     return ProxyResult(parts["latency_ms"], parts)
 
 
-@register_proxy("peak_memory", needs_grad=False,
+@register_proxy("peak_memory", needs_grad=False, direction="minimize",
                 description="peak memory of one forward pass in MB: weights plus the allocator's activation peak")
 def peak_memory(
     model: CandidateModel,

@@ -23,10 +23,14 @@ ProxyFn = Callable[..., ProxyResult]
 
 @dataclass(frozen=True)
 class ProxySpec:
+    """A registered proxy: its function, whether it needs gradients, and which way it is read."""
+
     name: str
     fn: ProxyFn
     needs_grad: bool
     description: str
+    #: The study direction that prefers what the proxy predicts to be better ("minimize" for costs).
+    direction: str = "maximize"
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -38,8 +42,11 @@ class ProxySpec:
 _REGISTRY: dict[str, ProxySpec] = {}
 
 
-def register_proxy(name: str, *, needs_grad: bool, description: str) -> Callable[[ProxyFn], ProxyFn]:
-    """Register ``fn(model, batch, *, option=...) -> ProxyResult`` under ``name``.
+def register_proxy(
+    name: str, *, needs_grad: bool, description: str, direction: str = "maximize"
+) -> Callable[[ProxyFn], ProxyFn]:
+    """Register ``fn(model, batch, *, option=...) -> ProxyResult`` under ``name``; ``direction`` is
+    ``"minimize"`` for a proxy where lower is better (latency, memory).
 
     Example:
         >>> @register_proxy("depth_doc_example", needs_grad=False, description="layers")
@@ -52,7 +59,9 @@ def register_proxy(name: str, *, needs_grad: bool, description: str) -> Callable
     def decorate(fn: ProxyFn) -> ProxyFn:
         if name in _REGISTRY:
             raise ValueError(f"a proxy named {name!r} is already registered")
-        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description)
+        if direction not in ("maximize", "minimize"):
+            raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description, direction)
         return fn
 
     return decorate
