@@ -46,9 +46,13 @@ def test_search_then_show(tmp_path, space_file, capsys):
     study = optuna.load_study(study_name="t", storage=url)
     assert len(study.trials) == 12
     assert study.user_attrs["optuna_wpca.space"]["num_layers"] == 3
-    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "t", "--n-trials", "4",
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "t", "--n-trials", "16",
                  "--population-size", "4", *FAST]) == 0
-    assert len(optuna.load_study(study_name="t", storage=url).trials) == 16  # resumed
+    assert len(optuna.load_study(study_name="t", storage=url).trials) == 16  # resumed up to the total
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "t", "--n-trials", "16",
+                 "--population-size", "4", *FAST]) == 0
+    assert len(optuna.load_study(study_name="t", storage=url).trials) == 16  # --n-trials is the total
+    assert "already has 16 finished trials" in capsys.readouterr().out
     assert main(["show", "--storage", url, "--study-name", "t", "--top", "2"]) == 0
     assert "trial" in capsys.readouterr().out
 
@@ -144,3 +148,70 @@ def test_distill_with_a_missing_teacher_is_one_line(tmp_path, space_file):
                  "--population-size", "2", *FAST]) == 0
     result = run_cli("distill", "--storage", url, "--study-name", "d", "--teacher", str(tmp_path / "none"))
     assert result.returncode == 2 and "teacher directory" in result.stderr and "does not exist" in result.stderr
+
+
+def _search_process(space_file, url, n_trials):
+    args = [sys.executable, "-m", "optuna_wpca.cli", "search", "--space", str(space_file), "--storage", url,
+            "--study-name", "f", "--n-trials", str(n_trials), "--population-size", "4", *FAST]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_completed(url, n, proc, timeout=120):
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            study = optuna.load_study(study_name="f", storage=url)
+            if len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= n:
+                return
+        except KeyError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the search did not reach the wanted number of trials while running")
+
+
+def _states(url):
+    import collections
+
+    return collections.Counter(t.state.name for t in optuna.load_study(study_name="f", storage=url).trials)
+
+
+def test_ctrl_c_stops_cleanly_and_a_rerun_finishes_the_search(tmp_path, space_file):
+    import signal
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    proc = _search_process(space_file, url, 400)
+    _wait_for_completed(url, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "stopping after the running trial" in err
+    assert "run the same command again to finish" in err
+    states = _states(url)
+    assert states["RUNNING"] == 0 and states["COMPLETE"] < 400
+    rerun = _search_process(space_file, url, 40 + states["COMPLETE"])
+    assert rerun.wait(timeout=300) == 0
+    states = _states(url)
+    assert states["RUNNING"] == 0 and states["COMPLETE"] + states["PRUNED"] >= 40
+
+
+def test_a_killed_search_loses_nothing_after_the_rerun(tmp_path, space_file):
+    import signal
+    import time
+
+    from optuna_wpca.cli._storage import GRACE_PERIOD
+
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    proc = _search_process(space_file, url, 400)
+    _wait_for_completed(url, 3, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    time.sleep(GRACE_PERIOD + 1)  # a trial that was running now has a stale heartbeat
+    target = 20 + _states(url)["COMPLETE"]
+    assert _search_process(space_file, url, target).wait(timeout=300) == 0
+    study = optuna.load_study(study_name="f", storage=url)
+    states = _states(url)
+    assert states["RUNNING"] == 0 and states["COMPLETE"] + states["PRUNED"] == target
+    numbers = [t.number for t in study.trials]
+    assert len(numbers) == len(set(numbers))

@@ -96,13 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
     search.add_argument("--study-name", default="optuna-wpca", help="study name (resumed if it exists)")
     search.add_argument("--n-trials", type=int, default=None,
-                        help="trials to run (default population x generations = 2000)")
+                        help="finished trials the study should reach: a rerun after a stop finishes the search "
+                        "(default population x generations = 2000)")
     search.add_argument("--n-jobs", type=int, default=1, help="threads evaluating trials (default 1)")
     search.add_argument("--population-size", type=int, default=50, help="GA population (default 50)")
     search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
     search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
     search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
-    search.add_argument("--seed", type=int, default=0, help="sampler and initialisation seed (default 0)")
+    search.add_argument("--seed", type=int, default=0,
+                        help="initialisation seed of every candidate, the same in every worker (default 0)")
+    search.add_argument("--sampler-seed", type=int, default=None,
+                        help="the GA's seed (default: a fresh one per run, so parallel workers differ)")
     search.add_argument("--device", default="cpu", help="torch device (default cpu)")
     search.add_argument("--artifact-dir", default=None,
                         help="folder for per-trial architecture pictures (optuna-dashboard --artifact-dir)")

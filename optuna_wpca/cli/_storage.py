@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import warnings
+
 from optuna_wpca.cli._errors import CLIError
 
 
-def open_storage(url: str):
+#: Seconds between a running trial's heartbeats, and after which a silent one counts as dead.
+HEARTBEAT_INTERVAL, GRACE_PERIOD = 5, 15
+
+
+def open_storage(url: str, *, heartbeat: bool = False):
     """An Optuna storage for ``url`` (see :func:`optuna_wpca.open_storage`); a malformed or
-    unreachable one is a one-line ``CLIError``."""
+    unreachable one is a one-line ``CLIError``. With ``heartbeat`` (the search), an RDB storage
+    records heartbeats and retries, once, a trial whose worker died (journal files have none)."""
+    import optuna
+
     from optuna_wpca._storage import open_storage as open_any
 
+    kwargs = {}
+    if heartbeat and not url.startswith("journal://"):
+        with warnings.catch_warnings():  # experimental in Optuna 5, and the documented way to retry
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+        kwargs = {"heartbeat_interval": HEARTBEAT_INTERVAL, "grace_period": GRACE_PERIOD,
+                  "heartbeat_stale_trial_callback": retry}
     try:
-        return open_any(url)
+        with warnings.catch_warnings():  # heartbeat_interval is "experimental" in Optuna 5
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return open_any(url, **kwargs)
     except ValueError as err:
         raise CLIError(str(err)) from None
     except Exception as err:  # SQLAlchemy raises many types; the user needs one line

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
+import signal
+import sys
+import threading
 from pathlib import Path
 
 from optuna_wpca.cli._errors import CLIError
@@ -26,8 +30,16 @@ def _search_from_args(args: argparse.Namespace):
 
 
 def run_search(args: argparse.Namespace) -> int:
-    """``optuna-wpca search``: the zero-cost GA search into the named study (resumed if it exists)."""
+    """``optuna-wpca search``: the zero-cost GA search into the named study (resumed if it exists).
+
+    ``--n-trials`` is the number of finished (complete or pruned) trials the study should reach, so
+    a rerun after a stop finishes the search instead of adding to it. On an RDB storage, trials send
+    heartbeats; one whose worker died is failed once its heartbeat is stale and retried (same
+    architecture). The first Ctrl-C lets the running trials finish and stops; a second one aborts.
+    """
     import optuna
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
 
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._study import record_search
@@ -35,10 +47,11 @@ def run_search(args: argparse.Namespace) -> int:
     from optuna_wpca.sampler import WPCASampler
 
     space, budget = _search_from_args(args)
+    sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
     sampler = WPCASampler(
         space, max_params=budget.max_params, min_params=budget.min_params, population_size=args.population_size,
         n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
-        seed=args.seed,
+        seed=sampler_seed,
     )
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
                        seed=args.batch_seed)
@@ -48,17 +61,56 @@ def run_search(args: argparse.Namespace) -> int:
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
     objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
                                   artifact_store=store, **({} if args.eta is None else {"eta": args.eta}))
-    storage = open_storage(args.storage)
+    storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
-                                direction=objective.directions[0],
-                                load_if_exists=True)
+                                direction=objective.directions[0], load_if_exists=True)
     record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape)
-    n_trials = args.n_trials if args.n_trials is not None else sampler.n_trials
+    target = args.n_trials if args.n_trials is not None else sampler.n_trials
+    finished = (TrialState.COMPLETE, TrialState.PRUNED)
+    remaining = target - len(study.get_trials(deepcopy=False, states=finished))
     if not args.verbose:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study.optimize(objective, n_trials=n_trials, n_jobs=args.n_jobs, show_progress_bar=not args.quiet)
+    stop = _StopOnInterrupt()
+    if remaining > 0:
+        with stop:
+            study.optimize(objective, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
+                           callbacks=[MaxTrialsCallback(target, states=finished), stop])
+    else:
+        print(f"study {study.study_name!r} already has {target - remaining} finished trials (--n-trials {target})")
     _print_best(study, space, args.top)
+    if stop.requested:
+        done = len(study.get_trials(deepcopy=False, states=finished))
+        print(f"stopped at {done} of {target} finished trials; run the same command again to finish",
+              file=sys.stderr)
+        return 130
     return 0
+
+
+class _StopOnInterrupt:
+    """A first SIGINT asks the study to stop after the running trials (a callback); a second aborts."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> "_StopOnInterrupt":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, _signum: int, _frame: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\noptuna-wpca search: stopping after the running trial(s); Ctrl-C again to abort", file=sys.stderr)
+
+    def __call__(self, study, _trial) -> None:
+        if self.requested:
+            study.stop()
 
 
 def _print_best(study, space, top: int) -> None:
