@@ -35,6 +35,7 @@ _MAX_PARAMS = "optuna_wpca.max_params"
 _MIN_PARAMS = "optuna_wpca.min_params"
 _PROXY = "optuna_wpca.proxy"
 _BATCH = "optuna_wpca.batch"
+_GA = "optuna_wpca.ga"
 _SOURCE_STUDY = "optuna_wpca.source_study"
 _TASK = "optuna_wpca.task"
 
@@ -155,6 +156,8 @@ class SearchRecord:
     budget: Budget
     proxies: tuple[str, ...] | None = None
     batch: tuple[int, int] | None = None
+    #: WPCASampler's settings (population, parent pool, operator probabilities).
+    ga: dict[str, Any] | None = None
     source_study: str | None = None
     task: str | None = None
 
@@ -173,6 +176,7 @@ def record_search(
     *,
     proxies: Sequence[str] | None = None,
     batch: Sequence[int] | None = None,
+    ga: dict[str, Any] | None = None,
 ) -> SearchRecord:
     """Record the space (and budget, proxies, minibatch when given) in ``study``, or check them
     against what it already records. Returns the record after the merge.
@@ -229,11 +233,23 @@ def record_search(
             writes[_BATCH] = batch
     final_batch = batch if batch is not None else old_batch
 
+    old_ga = attrs.get(_GA)
+    if ga is not None:
+        if old_ga is not None and old_ga != ga:
+            changed = ", ".join(f"{k} {old_ga.get(k)} -> {ga.get(k)}" for k in sorted(set(ga) | set(old_ga))
+                                if old_ga.get(k) != ga.get(k))
+            raise ValueError(f"study {study.study_name!r} was searched with other GA settings ({changed}); "
+                             "use another study name, or the recorded settings")
+        if old_ga is None:
+            writes[_GA] = dict(ga)
+    final_ga = ga if ga is not None else old_ga
+
     record = SearchRecord(
         space=space,
         budget=final_budget,
         proxies=tuple(final_proxies) if final_proxies is not None else None,
         batch=tuple(final_batch) if final_batch is not None else None,
+        ga=final_ga,
         source_study=attrs.get(_SOURCE_STUDY),
         task=attrs.get(_TASK),
     )
@@ -288,6 +304,7 @@ def read_search(study: optuna.Study) -> SearchRecord:
         budget=Budget(attrs.get(_MAX_PARAMS), attrs.get(_MIN_PARAMS)),
         proxies=tuple(proxies) if proxies else None,
         batch=tuple(batch) if batch else None,
+        ga=attrs.get(_GA),
         source_study=attrs.get(_SOURCE_STUDY),
         task=attrs.get(_TASK),
     )

@@ -189,3 +189,27 @@ def test_a_study_with_the_wrong_direction_for_its_proxy_is_refused():
     pareto = optuna.create_study(directions=["maximize", "minimize"])
     pareto.optimize(ZeroCostObjective(SPACE, proxies=("wpca", "latency"), batch=BATCH, repeats=2), n_trials=2)
     assert pareto.metric_names == ["wpca", "latency"]
+
+
+def test_a_rerun_with_other_ga_settings_is_refused_in_one_line(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'ga.db'}"
+    base = ["search", "--preset", "wpca-tiny", "--storage", url, "--study-name", "g", "--batch-size", "4",
+            "--seq-len", "16", "--quiet", "--n-trials", "2"]
+    assert cli(base + ["--population-size", "4"]) == 0
+    assert read_search(optuna.load_study(study_name="g", storage=url)).ga["population_size"] == 4
+    capsys.readouterr()
+    assert cli(base + ["--population-size", "6", "--n-trials", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "was searched with other GA settings (population_size 4 -> 6)" in err and len(err.splitlines()) == 1
+    assert cli(base + ["--population-size", "4", "--proxy", "latency", "--n-trials", "3"]) == 2
+    assert "searched with the proxies wpca, not latency" in capsys.readouterr().err
+    assert len(optuna.load_study(study_name="g", storage=url).trials) == 2  # nothing written
+
+
+def test_a_sampler_with_other_settings_leaves_no_running_trial():
+    study = optuna.create_study(direction="maximize", sampler=WPCASampler(SPACE, population_size=4, seed=0))
+    study.optimize(ZeroCostObjective(SPACE, batch=BATCH), n_trials=2)
+    study.sampler = WPCASampler(SPACE, population_size=6, seed=0)
+    with pytest.raises(ValueError, match="other GA settings"):
+        study.optimize(ZeroCostObjective(SPACE, batch=BATCH), n_trials=1)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE", "FAIL"]

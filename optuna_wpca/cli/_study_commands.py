@@ -64,7 +64,7 @@ def run_search(args: argparse.Namespace) -> int:
     storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 direction=objective.directions[0], load_if_exists=True)
-    record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape)
+    record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape, ga=sampler.settings)
     target = args.n_trials if args.n_trials is not None else sampler.n_trials
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = target - len(study.get_trials(deepcopy=False, states=finished))

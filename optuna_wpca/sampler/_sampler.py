@@ -124,6 +124,14 @@ class WPCASampler(BaseGASampler):
         self._thread_lock = threading.Lock()
 
     @property
+    def settings(self) -> dict[str, Any]:
+        """What shapes the search, recorded in the study (a rerun with other values is refused);
+        ``n_generations`` is left out, since running more generations extends the same search."""
+        return {"population_size": self.population_size, "parent_pool": self.parent_pool,
+                "crossover_prob": self.crossover_prob, "swapping_prob": self.swapping_prob,
+                "mutation_prob": self.mutation_prob}
+
+    @property
     def budget(self) -> Budget:
         """The budget given to this sampler; the one in force is the study's (see ``read_search``)."""
         return self._budget
@@ -138,7 +146,7 @@ class WPCASampler(BaseGASampler):
         key = (id(study._storage), study._study_id)
         budget = self._study_budgets.get(key)
         if budget is None:
-            budget = record_search(study, self.space, self._budget).budget
+            budget = record_search(study, self.space, self._budget, ga=self.settings).budget
             if budget.is_set:  # otherwise read again: the objective may record one
                 self._study_budgets[key] = budget
         return budget
@@ -204,7 +212,12 @@ class WPCASampler(BaseGASampler):
         return elite_population(candidates, study.directions, int(self.population_size or 2))
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self._study_budget(study)
+        try:
+            self._study_budget(study)
+        except ValueError:
+            # A study recorded with another search: the trial just created must not stay RUNNING.
+            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            raise
         self._random.before_trial(study, trial)
 
     def after_trial(
