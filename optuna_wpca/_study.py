@@ -281,6 +281,12 @@ def record_distillation(study: optuna.Study, space: SearchSpace, *, source_study
     study.set_user_attr(_TASK, task)
 
 
+def recorded_budget(study: optuna.Study) -> Budget:
+    """The budget recorded in ``study`` (unset when none is)."""
+    attrs = study.user_attrs
+    return Budget(attrs.get(_MAX_PARAMS), attrs.get(_MIN_PARAMS))
+
+
 def read_search(study: optuna.Study) -> SearchRecord:
     """The search recorded in ``study``; a clear error for a study optuna-wpca did not make.
 

@@ -12,7 +12,7 @@ from optuna.samplers import BaseGASampler, RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from optuna_wpca._study import Budget, is_feasible, record_search
+from optuna_wpca._study import Budget, is_feasible, record_search, recorded_budget
 from optuna_wpca.sampler._elite import elite_population
 from optuna_wpca.sampler._operators import mutate, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
@@ -103,6 +103,7 @@ class WPCASampler(BaseGASampler):
         self._random = RandomSampler(seed=seed)
         self._distributions = space.distributions()
         self._study_budgets: dict[tuple[int, int], Budget] = {}
+        self._recorded: set[tuple[int, int]] = set()
 
     @property
     def n_trials(self) -> int:
@@ -146,8 +147,12 @@ class WPCASampler(BaseGASampler):
         key = (id(study._storage), study._study_id)
         budget = self._study_budgets.get(key)
         if budget is None:
-            budget = record_search(study, self.space, self._budget, ga=self.settings).budget
-            if budget.is_set:  # otherwise read again: the objective may record one
+            if key not in self._recorded:
+                budget = record_search(study, self.space, self._budget, ga=self.settings).budget
+                self._recorded.add(key)
+            else:  # no budget yet: the objective may record one
+                budget = recorded_budget(study)
+            if budget.is_set:
                 self._study_budgets[key] = budget
         return budget
 
