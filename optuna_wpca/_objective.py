@@ -18,6 +18,38 @@ from optuna_wpca.spaces import SearchSpace
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.objective")
 
 
+def _available(device: str | torch.device) -> torch.device:
+    """``device`` as a torch device that exists here; a clear error before any study is touched."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {str(device)!r} is not a torch device: {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} is not available: this torch sees no CUDA GPU")
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as err:
+        raise ValueError(f"device {str(device)!r} is not available: {str(err).splitlines()[0]}") from None
+    return device
+
+
+def _check_batch(space: SearchSpace, batch: TextBatch) -> None:
+    """Refuse a minibatch longer than the candidates' position table; warn about one too small for
+    a meaningful PCA (a (tokens x width) matrix has rank below the token count)."""
+    sequences, tokens = batch.shape
+    limit = space.max_position_embeddings
+    if tokens > limit:
+        raise ValueError(f"sequences of {tokens} tokens are longer than the space's max_position_embeddings "
+                         f"({limit}); use a shorter --seq-len")
+    widest = space.widest_ffn()
+    if sequences * tokens <= widest:
+        _logger.warning(
+            "the minibatch has %d tokens, no more than the widest FFN (%d): PCA dims are capped by the token "
+            "count and W-PCA ranks poorly; use at least %d tokens (batch size x sequence length)",
+            sequences * tokens, widest, widest + 1,
+        )
+
+
 class ZeroCostObjective:
     """A ``study.optimize`` objective that scores untrained candidates with zero-cost proxies.
 
@@ -69,11 +101,13 @@ class ZeroCostObjective:
             get_proxy(name)  # fails early on an unknown name
         self._budget = Budget(max_params, min_params).check(space)
         check_proxy_options(proxy_options, self.proxies)
-        self.device = torch.device(device)
+        self.device = _available(device)
         self.seed = seed
         self.proxy_options = proxy_options
         self.artifact_store = artifact_store
         self._batch = batch
+        if batch is not None:
+            _check_batch(space, batch)
         self._cache: dict[Any, tuple[list[float], dict[str, Any]]] = {}
         self._study_budgets: dict[tuple[int, int], Budget] = {}
         self._lock = threading.Lock()

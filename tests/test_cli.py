@@ -215,3 +215,44 @@ def test_a_killed_search_loses_nothing_after_the_rerun(tmp_path, space_file):
     assert states["RUNNING"] == 0 and states["COMPLETE"] + states["PRUNED"] == target
     numbers = [t.number for t in study.trials]
     assert len(numbers) == len(set(numbers))
+
+
+@pytest.mark.parametrize(
+    "extra,space,message",
+    [
+        (["--device", "cuda:7"], None, "device 'cuda:7' is not available"),
+        (["--max-params", "nan"], None, "max_params must be a finite number"),
+        (["--seq-len", "600"], None, "longer than the space's max_position_embeddings (512)"),
+        (["--n-trials", "0"], None, "--n-trials must be >= 1"),
+        ([], {"vocab_size": 0}, "vocab_size must be >= 1, got 0"),
+        ([], {"bert_heads": 0}, "bert_heads must be >= 1, got 0"),
+        ([], {"num_layers": 2.7}, "num_layers must be a whole number, got 2.7"),
+        ([], {"num_layers": 10000}, "num_layers must be between 1 and 64, got 10000"),
+        (["--artifact-dir", "ARTIFACT_FILE"], None, "is a file, not a directory"),
+    ],
+)
+def test_bad_search_input_is_one_line_and_writes_nothing(tmp_path, extra, space, message):
+    db = tmp_path / "never.db"
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps({**TINY_SPACE, **(space or {})}))
+    (tmp_path / "file").write_text("x")
+    extra = [str(tmp_path / "file") if a == "ARTIFACT_FILE" else a for a in extra]
+    result = run_cli("search", "--space", str(path), "--storage", f"sqlite:///{db}", "--population-size", "4",
+                     *FAST, *extra)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not db.exists()
+
+
+def test_a_minibatch_too_small_for_a_meaningful_pca_is_warned_about(caplog):
+    from optuna_wpca import WPCASpace, ZeroCostObjective, text_batch
+
+    space = WPCASpace(**{k: v for k, v in TINY_SPACE.items() if k != "type"})
+    with caplog.at_level("WARNING", logger="optuna.optuna_wpca.objective"):
+        ZeroCostObjective(space, batch=text_batch(batch_size=1, seq_len=8))
+    assert "use at least 97 tokens" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="optuna.optuna_wpca.objective"):
+        ZeroCostObjective(space, batch=text_batch(batch_size=8, seq_len=16))
+    assert caplog.text == ""

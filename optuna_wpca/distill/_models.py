@@ -37,11 +37,19 @@ def load_teacher(path: str | os.PathLike, *, num_labels: int | None = None, devi
             f"teacher in {str(path)!r} is a {model_type!r} model; distillation needs a BERT-family encoder "
             f"({', '.join(BERT_FAMILY)})"
         )
-    if num_labels is None:
-        model = AutoModel.from_pretrained(str(path), local_files_only=True)
-    else:
-        model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=num_labels,
-                                                                   local_files_only=True)
+    weights = [f for f in ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                           "pytorch_model.bin.index.json") if (path / f).is_file()]
+    if not weights:
+        raise ValueError(f"teacher directory {str(path)!r} has no weights (model.safetensors or pytorch_model.bin)")
+    try:
+        if num_labels is None:
+            model = AutoModel.from_pretrained(str(path), local_files_only=True)
+        else:
+            model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=num_labels,
+                                                                       local_files_only=True)
+    except Exception as err:  # a truncated or corrupt weights file (safetensors raises its own type)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"teacher weights in {str(path)!r} cannot be read ({weights[0]}): {first}") from None
     return model.to(device)
 
 

@@ -17,6 +17,35 @@ from optuna_wpca.models import CandidateModel
 from optuna_wpca.models._base import check_count_convention
 
 
+#: The deepest model a space may describe: beyond it a "search" is a typo, not a plan.
+MAX_LAYERS = 64
+
+
+def size(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an int for a size setting; a clear error for a fraction, a bool, a string or a
+    value out of range (``num_layers: 2.7`` is refused, not truncated).
+
+    Example:
+        >>> size("num_layers", 12.0)
+        12
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or value != int(value):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def sizes(name: str, values: Sequence[Any], *, maximum: int | None = None) -> tuple[int, ...]:
+    """A non-empty list of sizes (see :func:`size`)."""
+    out = tuple(size(name, v, maximum=maximum) for v in values)
+    if not out:
+        raise ValueError(f"{name} must not be empty")
+    return out
+
+
 @dataclass(frozen=True)
 class Architecture:
     """One candidate: a hidden size and one layer config per layer (hashable, JSON-able)."""
@@ -105,6 +134,10 @@ class SearchSpace(abc.ABC):
     def min_params(self, count: str | None = None) -> int:
         """The smallest parameter count of any candidate (for budget checks)."""
         return min(self.num_params(arch, count) for arch in self._smallest_candidates())
+
+    @abc.abstractmethod
+    def widest_ffn(self) -> int:
+        """The widest FFN any candidate has (a PCA over fewer tokens than this is capped by them)."""
 
     @abc.abstractmethod
     def _smallest_candidates(self) -> Sequence[Architecture]:

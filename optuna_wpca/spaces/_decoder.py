@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 from optuna.distributions import CategoricalDistribution
 
 from optuna_wpca.models import DecoderConfig, DecoderLayerConfig, DecoderModel
-from optuna_wpca.spaces._base import Architecture, SearchSpace, layer_name
+from optuna_wpca.spaces._base import MAX_LAYERS, Architecture, SearchSpace, layer_name, size, sizes
 
 
 class DecoderSpace(SearchSpace):
@@ -39,20 +39,16 @@ class DecoderSpace(SearchSpace):
         count: str = "non_embedding",
     ) -> None:
         super().__init__(count=count)
-        self.num_layers_choices = tuple(int(n) for n in num_layers_choices)
-        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
-        self.heads = tuple(int(n) for n in heads)
-        self.ffn_sizes = tuple(int(f) for f in ffn_sizes)
-        for name in ("num_layers_choices", "hidden_sizes", "heads", "ffn_sizes"):
-            values = getattr(self, name)
-            if not values or min(values) < 1:
-                raise ValueError(f"{name} must be a non-empty list of positive integers")
+        self.num_layers_choices = sizes("num_layers_choices", num_layers_choices, maximum=MAX_LAYERS)
+        self.hidden_sizes = sizes("hidden_sizes", hidden_sizes)
+        self.heads = sizes("heads", heads)
+        self.ffn_sizes = sizes("ffn_sizes", ffn_sizes)
         for h in self.hidden_sizes:
             for n in self.heads:
                 if h % n:
                     raise ValueError(f"hidden size {h} is not divisible by {n} heads")
-        self.vocab_size = int(vocab_size)
-        self.max_position_embeddings = int(max_position_embeddings)
+        self.vocab_size = size("vocab_size", vocab_size)
+        self.max_position_embeddings = size("max_position_embeddings", max_position_embeddings)
 
     @classmethod
     def small(cls, **kwargs: Any) -> "DecoderSpace":
@@ -176,6 +172,10 @@ class DecoderSpace(SearchSpace):
         if count == "all":
             total += (self.vocab_size + self.max_position_embeddings) * h
         return total
+
+    def widest_ffn(self) -> int:
+        """The widest FFN any candidate has."""
+        return max(self.ffn_sizes)
 
     def _smallest_candidates(self) -> list[Architecture]:
         n, h = min(self.num_layers_choices), min(self.hidden_sizes)

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from optuna.distributions import CategoricalDistribution
 
 from optuna_wpca.models import FlexiBERTConfig, FlexiBERTLayerConfig, FlexiBERTModel
-from optuna_wpca.spaces._base import Architecture, SearchSpace, layer_name
+from optuna_wpca.spaces._base import MAX_LAYERS, Architecture, SearchSpace, layer_name, size, sizes
 
 #: The space of ``search_space.json`` in NAS-Bench-BERT.
 OPERATION_CHOICES = ("SA:SDP", "SA:WMA", "LT:DFT", "LT:DCT", "DSC:5", "DSC:9")
@@ -55,12 +55,12 @@ class FlexiBERTSpace(SearchSpace):
         count: str = "all",
     ) -> None:
         super().__init__(count=count)
-        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
-        self.num_layers_choices = tuple(int(n) for n in num_layers_choices)
+        self.hidden_sizes = sizes("hidden_sizes", hidden_sizes)
+        self.num_layers_choices = sizes("num_layers_choices", num_layers_choices, maximum=MAX_LAYERS)
         self.operations = tuple(operations)
-        self.heads = tuple(int(h) for h in heads)
-        self.ffn_sizes = tuple(int(f) for f in ffn_sizes)
-        self.num_ffn_choices = tuple(int(n) for n in num_ffn_choices)
+        self.heads = sizes("heads", heads)
+        self.ffn_sizes = sizes("ffn_sizes", ffn_sizes)
+        self.num_ffn_choices = sizes("num_ffn_choices", num_ffn_choices)
         for name in ("hidden_sizes", "num_layers_choices", "operations", "heads", "ffn_sizes", "num_ffn_choices"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
@@ -71,9 +71,9 @@ class FlexiBERTSpace(SearchSpace):
             if h % n or (h // 2) % max(1, n // 2):
                 raise ValueError(f"hidden size {h} is not divisible by {n} heads")
         self.as_trained = bool(as_trained)
-        self.vocab_size = int(vocab_size)
-        self.embedding_size = int(embedding_size)
-        self.max_position_embeddings = int(max_position_embeddings)
+        self.vocab_size = size("vocab_size", vocab_size)
+        self.embedding_size = size("embedding_size", embedding_size)
+        self.max_position_embeddings = size("max_position_embeddings", max_position_embeddings)
 
     @property
     def max_layers(self) -> int:
@@ -235,6 +235,10 @@ class FlexiBERTSpace(SearchSpace):
             e = self.embedding_size
             total += (self.vocab_size + self.max_position_embeddings + 2) * e + 2 * e + (e * h + h)
         return total
+
+    def widest_ffn(self) -> int:
+        """The widest FFN any candidate has."""
+        return max(self.ffn_sizes)
 
     def _smallest_candidates(self) -> list[Architecture]:
         out = []

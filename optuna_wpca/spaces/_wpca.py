@@ -8,7 +8,7 @@ from optuna.distributions import CategoricalDistribution
 
 from optuna_wpca.models import WPCAConfig, WPCALayerConfig, WPCAModel
 from optuna_wpca.models._wpca_model import BLOCK_TYPES
-from optuna_wpca.spaces._base import Architecture, SearchSpace, layer_name
+from optuna_wpca.spaces._base import MAX_LAYERS, Architecture, SearchSpace, layer_name, size, sizes
 
 
 class WPCASpace(SearchSpace):
@@ -46,33 +46,27 @@ class WPCASpace(SearchSpace):
         count: str = "non_embedding",
     ) -> None:
         super().__init__(count=count)
-        if int(num_layers) < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if int(hidden_size) < 4:
-            raise ValueError(f"hidden_size must be >= 4, got {hidden_size}")
+        self.num_layers = size("num_layers", num_layers, maximum=MAX_LAYERS)
+        self.hidden_size = size("hidden_size", hidden_size, minimum=4)
         blocks = tuple(blocks)
         if not blocks or any(b not in BLOCK_TYPES for b in blocks):
             raise ValueError(f"blocks must be a non-empty subset of {BLOCK_TYPES}, got {blocks}")
-        ffn_mults = tuple(int(k) for k in ffn_mults)
-        if not ffn_mults or min(ffn_mults) < 1:
-            raise ValueError(f"ffn_mults must be positive integers, got {ffn_mults}")
-        self.num_layers = int(num_layers)
-        self.hidden_size = int(hidden_size)
         self.blocks = blocks
-        self.ffn_unit = int(ffn_unit or hidden_size // 4)
-        self.ffn_mults = ffn_mults
-        self.bottleneck_size = int(bottleneck_size or hidden_size // 4)
-        self.bert_heads = int(bert_heads)
-        self.mobilebert_heads = int(mobilebert_heads)
+        self.ffn_mults = sizes("ffn_mults", ffn_mults)
+        self.ffn_unit = size("ffn_unit", ffn_unit if ffn_unit is not None else self.hidden_size // 4)
+        self.bottleneck_size = size("bottleneck_size",
+                                    bottleneck_size if bottleneck_size is not None else self.hidden_size // 4)
+        self.bert_heads = size("bert_heads", bert_heads)
+        self.mobilebert_heads = size("mobilebert_heads", mobilebert_heads)
         if "bert" in blocks and self.hidden_size % self.bert_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by bert_heads={bert_heads}")
         if "mobilebert" in blocks and self.bottleneck_size % self.mobilebert_heads:
             raise ValueError(
                 f"bottleneck_size {self.bottleneck_size} is not divisible by mobilebert_heads={mobilebert_heads}"
             )
-        self.vocab_size = int(vocab_size)
-        self.embedding_size = int(embedding_size)
-        self.max_position_embeddings = int(max_position_embeddings)
+        self.vocab_size = size("vocab_size", vocab_size)
+        self.embedding_size = size("embedding_size", embedding_size)
+        self.max_position_embeddings = size("max_position_embeddings", max_position_embeddings)
 
     @classmethod
     def small(cls, **kwargs: Any) -> "WPCASpace":
@@ -183,6 +177,10 @@ class WPCASpace(SearchSpace):
         if count == "all":
             total += self._embedding_params()
         return total
+
+    def widest_ffn(self) -> int:
+        """The widest FFN any candidate has."""
+        return self.ffn_unit * max(self.ffn_mults)
 
     def _smallest_candidates(self) -> list[Architecture]:
         per_layer = min(
