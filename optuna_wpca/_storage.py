@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -20,6 +21,35 @@ _logger = optuna.logging.get_logger("optuna.optuna_wpca.storage")
 
 def _sqlite_file(url: str) -> bool:
     return url.startswith("sqlite:///") and url not in ("sqlite:///:memory:", "sqlite:///")
+
+
+def _check_sqlite_file(path: str) -> None:
+    """An existing SQLite file must be a sound database: an empty or damaged one is refused as it is,
+    never re-initialised over."""
+    import sqlite3
+
+    file = Path(path)
+    if not file.exists():
+        return
+    if file.is_dir():
+        raise ValueError(f"storage file {path!r} is a directory")
+    if file.stat().st_size == 0:
+        raise ValueError(f"storage file {path!r} is empty (0 bytes), not an Optuna database; "
+                         "remove it or name another file")
+    with open(file, "rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            raise ValueError(f"storage file {path!r} is not a SQLite database; it was left as it is")
+    try:
+        connection = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
+        try:
+            verdict = connection.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as err:
+        verdict = str(err)
+    if verdict != "ok":
+        raise ValueError(f"storage file {path!r} is damaged (SQLite quick_check: {verdict.splitlines()[0]}); "
+                         "it was left as it is")
 
 
 def _write_ahead_log(storage: optuna.storages.RDBStorage) -> None:
@@ -75,6 +105,8 @@ def open_storage(url: str, *, sqlite_wal: bool = True, **rdb_kwargs: Any) -> opt
         from optuna.storages.journal import JournalFileBackend
 
         return optuna.storages.JournalStorage(JournalFileBackend(url[len("journal://"):]))
+    if _sqlite_file(url):
+        _check_sqlite_file(url[len("sqlite:///"):])
     storage = optuna.storages.RDBStorage(_with_installed_driver(url), **rdb_kwargs)
     if sqlite_wal and _sqlite_file(url):
         _write_ahead_log(storage)
