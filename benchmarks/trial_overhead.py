@@ -6,8 +6,6 @@ A W-PCA-Small study (``WPCASpace.small()``, 24 categorical genes, the 15.7M budg
 only suggests the architecture and records what ``ZeroCostObjective`` records (user attributes of a
 typical trial), so what is timed is Optuna's bookkeeping: the sampler's proposal and the storage's
 reads and writes. Each (storage, sampler) pair is one study of ``--trials`` trials in the same run.
-``sqlite`` is Optuna's default SQLite set-up, ``sqlite-wal`` the one ``optuna_wpca.open_storage`` (and
-so the CLI) makes: write-ahead logging with ``synchronous=NORMAL``.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     storages = {
         "in-memory": lambda: None,
-        "sqlite": lambda: optuna.storages.RDBStorage(f"sqlite:///{tmp / 'o.db'}"),
-        "sqlite-wal": lambda: optuna_wpca.open_storage(f"sqlite:///{tmp / 'wal.db'}"),
+        "sqlite": lambda: f"sqlite:///{tmp / 'o.db'}",
         "journal": lambda: optuna.storages.JournalStorage(
             optuna.storages.journal.JournalFileBackend(str(tmp / "o.journal"))),
     }

@@ -1,18 +1,19 @@
-"""Opening an Optuna storage from a URL, with SQLite set up for a study's many small writes.
+"""Opening an Optuna storage from a URL, checked first, and heartbeats where the storage has none.
 
 Example:
     >>> import optuna, tempfile, os
     >>> storage = open_storage(f"sqlite:///{os.path.join(tempfile.mkdtemp(), 'nas.db')}")
-    >>> study = optuna.create_study(storage=storage)
-    >>> with storage.engine.connect() as connection:
-    ...     connection.exec_driver_sql("PRAGMA journal_mode").scalar()
-    'wal'
+    >>> optuna.create_study(storage=storage, study_name="s").study_name
+    's'
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import optuna
 
@@ -39,38 +40,23 @@ def _check_sqlite_file(path: str) -> None:
     with open(file, "rb") as f:
         if f.read(16) != b"SQLite format 3\x00":
             raise ValueError(f"storage file {path!r} is not a SQLite database; it was left as it is")
-    try:
-        connection = sqlite3.connect(f"file:{file}?mode=ro", uri=True)
+    for attempt in range(3):  # a writer in another process can make one check fail: look again
         try:
-            verdict = connection.execute("PRAGMA quick_check").fetchone()[0]
-        finally:
-            connection.close()
-    except sqlite3.DatabaseError as err:
-        verdict = str(err)
+            # Not read-only: a read-only connection cannot use another writer's write-ahead log.
+            # quick_check itself writes nothing.
+            connection = sqlite3.connect(str(file), timeout=30)
+            try:
+                verdict = connection.execute("PRAGMA quick_check").fetchone()[0]
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError as err:
+            verdict = str(err)
+        if verdict == "ok":
+            return
+        time.sleep(0.5 * (attempt + 1))
     if verdict != "ok":
         raise ValueError(f"storage file {path!r} is damaged (SQLite quick_check: {verdict.splitlines()[0]}); "
                          "it was left as it is")
-
-
-def _write_ahead_log(storage: optuna.storages.RDBStorage) -> None:
-    """Switch a SQLite file to write-ahead logging with ``synchronous=NORMAL``.
-
-    Each trial writes every parameter and attribute in its own committed transaction; in SQLite's
-    default rollback-journal mode each commit syncs the file twice. With a write-ahead log, a commit
-    appends to the log and syncs only at checkpoints: readers (optuna-dashboard, other workers on the
-    same host) no longer block the writer, and a crash can lose at most the last commits, never
-    corrupt the file. The journal mode stays with the file; ``synchronous`` is set per connection.
-    """
-    from sqlalchemy import event
-
-    def pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    event.listen(storage.engine, "connect", pragmas)
-    storage.engine.dispose()  # connections opened before the listener are reopened with it
 
 
 def _with_installed_driver(url: str) -> str:
@@ -91,13 +77,13 @@ def _with_installed_driver(url: str) -> str:
                      "(psycopg2) or psycopg")
 
 
-def open_storage(url: str, *, sqlite_wal: bool = True, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
+def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url``: ``journal://FILE`` for a journal file, else an RDB URL
     (``sqlite:///FILE``, ``postgresql+psycopg2://...``, ``mysql+pymysql://...``).
 
-    A SQLite file is switched to write-ahead logging (see ``_write_ahead_log``) unless
-    ``sqlite_wal=False``; a bare ``postgresql://`` URL gets the installed driver; ``rdb_kwargs`` go
-    to :class:`optuna.storages.RDBStorage` (heartbeats, say).
+    An existing SQLite file is checked first (an empty, foreign or damaged one is refused and left as
+    it is); a bare ``postgresql://`` URL gets the installed driver; ``rdb_kwargs`` go to
+    :class:`optuna.storages.RDBStorage` (heartbeats, say).
     """
     if "://" not in url:
         raise ValueError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
@@ -107,7 +93,49 @@ def open_storage(url: str, *, sqlite_wal: bool = True, **rdb_kwargs: Any) -> opt
         return optuna.storages.JournalStorage(JournalFileBackend(url[len("journal://"):]))
     if _sqlite_file(url):
         _check_sqlite_file(url[len("sqlite:///"):])
-    storage = optuna.storages.RDBStorage(_with_installed_driver(url), **rdb_kwargs)
-    if sqlite_wal and _sqlite_file(url):
-        _write_ahead_log(storage)
-    return storage
+    return optuna.storages.RDBStorage(_with_installed_driver(url), **rdb_kwargs)
+
+
+_HEARTBEAT = "optuna_wpca:heartbeat"
+
+
+@contextlib.contextmanager
+def trial_heartbeat(trial: optuna.Trial, interval: float) -> Iterator[None]:
+    """Heartbeats for a storage without its own (a journal file): while the block runs, a thread
+    writes the time into the trial's system attribute ``optuna_wpca:heartbeat`` every ``interval``
+    seconds, so a later run can tell a dead worker's trial from a live one
+    (:func:`fail_stale_trials`)."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while True:
+            trial.storage.set_trial_system_attr(trial._trial_id, _HEARTBEAT, time.time())
+            if done.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def fail_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
+    """Fail the RUNNING trials whose heartbeat (see :func:`trial_heartbeat`) is older than
+    ``grace_period`` seconds, and enqueue each one's parameters again so the search loses nothing.
+    Returns the failed trials' numbers."""
+    now, failed = time.time(), []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        last = t.system_attrs.get(_HEARTBEAT)
+        if last is None and t.datetime_start is not None:
+            last = t.datetime_start.timestamp()
+        if last is not None and now - last > grace_period:
+            if study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
+                failed.append(t.number)
+                study.enqueue_trial(t.params, user_attrs={"retried_from": t.number}, skip_if_exists=False)
+    if failed:
+        _logger.warning("failed trials %s of a dead worker (no heartbeat for %gs) and queued them again",
+                        failed, grace_period)
+    return failed

@@ -162,7 +162,7 @@ def _wait_for_completed(url, n, proc, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         try:
-            study = optuna.load_study(study_name="f", storage=url)
+            study = optuna.load_study(study_name="f", storage=_storage(url))
             if len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= n:
                 return
         except KeyError:
@@ -171,10 +171,16 @@ def _wait_for_completed(url, n, proc, timeout=120):
     raise AssertionError("the search did not reach the wanted number of trials while running")
 
 
+def _storage(url):
+    from optuna_wpca import open_storage
+
+    return open_storage(url)
+
+
 def _states(url):
     import collections
 
-    return collections.Counter(t.state.name for t in optuna.load_study(study_name="f", storage=url).trials)
+    return collections.Counter(t.state.name for t in optuna.load_study(study_name="f", storage=_storage(url)).trials)
 
 
 def test_ctrl_c_stops_cleanly_and_a_rerun_finishes_the_search(tmp_path, space_file):
@@ -196,13 +202,14 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_finishes_the_search(tmp_path, space_fi
     assert states["RUNNING"] == 0 and states["COMPLETE"] + states["PRUNED"] >= 40
 
 
-def test_a_killed_search_loses_nothing_after_the_rerun(tmp_path, space_file):
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_a_killed_search_loses_nothing_after_the_rerun(tmp_path, space_file, kind):
     import signal
     import time
 
     from optuna_wpca.cli._storage import GRACE_PERIOD
 
-    url = f"sqlite:///{tmp_path / 'k.db'}"
+    url = f"sqlite:///{tmp_path / 'k.db'}" if kind == "sqlite" else f"journal://{tmp_path / 'k.log'}"
     proc = _search_process(space_file, url, 400)
     _wait_for_completed(url, 3, proc)
     proc.send_signal(signal.SIGKILL)
@@ -210,7 +217,7 @@ def test_a_killed_search_loses_nothing_after_the_rerun(tmp_path, space_file):
     time.sleep(GRACE_PERIOD + 1)  # a trial that was running now has a stale heartbeat
     target = 20 + _states(url)["COMPLETE"]
     assert _search_process(space_file, url, target).wait(timeout=300) == 0
-    study = optuna.load_study(study_name="f", storage=url)
+    study = optuna.load_study(study_name="f", storage=_storage(url))
     states = _states(url)
     assert states["RUNNING"] == 0 and states["COMPLETE"] + states["PRUNED"] == target
     numbers = [t.number for t in study.trials]

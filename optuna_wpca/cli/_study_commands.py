@@ -77,9 +77,20 @@ def run_search(args: argparse.Namespace) -> int:
     if not args.verbose:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     stop = _StopOnInterrupt()
+    run = objective
+    if args.storage.startswith("journal://"):  # no heartbeats in journal files: the plugin's own
+        from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
+        from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
+
+        fail_stale_trials(study, GRACE_PERIOD)
+
+        def run(trial):
+            with trial_heartbeat(trial, HEARTBEAT_INTERVAL):
+                return objective(trial)
+
     if remaining > 0:
         with stop:
-            study.optimize(objective, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
+            study.optimize(run, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
                            callbacks=[MaxTrialsCallback(target, states=finished), stop])
     else:
         print(f"study {study.study_name!r} already has {target - remaining} finished trials (--n-trials {target})")
