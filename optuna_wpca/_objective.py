@@ -42,11 +42,11 @@ def _check_batch(space: SearchSpace, batch: TextBatch) -> None:
         raise ValueError(f"sequences of {tokens} tokens are longer than the space's max_position_embeddings "
                          f"({limit}); use a shorter --seq-len")
     widest = space.widest_ffn()
-    if sequences * tokens <= widest:
+    if sequences * tokens < widest:
         _logger.warning(
-            "the minibatch has %d tokens, no more than the widest FFN (%d): PCA dims are capped by the token "
+            "the minibatch has %d tokens, fewer than the widest FFN (%d): PCA dims are capped by the token "
             "count and W-PCA ranks poorly; use at least %d tokens (batch size x sequence length)",
-            sequences * tokens, widest, widest + 1,
+            sequences * tokens, widest, widest,
         )
 
 

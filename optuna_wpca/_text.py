@@ -114,12 +114,17 @@ def _tokenise(lines: list[str], tokenizer_path: str | None) -> np.ndarray:
     return np.fromiter((t for seq in ids for t in seq), dtype=np.int64)
 
 
+#: The default minibatch, 16 x 128 tokens: the cheapest one whose Kendall tau on both trained
+#: benchmarks stays within the initialisation-seed spread of 128 x 128 (benchmarks/batch_size.py).
+DEFAULT_BATCH_SIZE, DEFAULT_SEQ_LEN = 16, 128
+
+
 def text_batch(
     corpus: Any = None,
     *,
     tokenizer: str | None = None,
-    batch_size: int = 128,
-    seq_len: int = 128,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    seq_len: int = DEFAULT_SEQ_LEN,
     seed: int = 0,
 ) -> TextBatch:
     """Cut ``batch_size`` windows of ``seq_len`` tokens (``[CLS] ... [SEP]``) from a real corpus.

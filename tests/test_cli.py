@@ -258,7 +258,7 @@ def test_a_minibatch_too_small_for_a_meaningful_pca_is_warned_about(caplog):
     space = WPCASpace(**{k: v for k, v in TINY_SPACE.items() if k != "type"})
     with caplog.at_level("WARNING", logger="optuna.optuna_wpca.objective"):
         ZeroCostObjective(space, batch=text_batch(batch_size=1, seq_len=8))
-    assert "use at least 97 tokens" in caplog.text
+    assert "use at least 96 tokens" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="optuna.optuna_wpca.objective"):
         ZeroCostObjective(space, batch=text_batch(batch_size=8, seq_len=16))

@@ -9,14 +9,16 @@ from optuna_wpca.cli._distill import run_distill
 from optuna_wpca.cli._rank import run_rank
 from optuna_wpca.cli._study_commands import run_export, run_search, run_show
 from optuna_wpca.models._base import COUNT_CONVENTIONS
+from optuna_wpca._text import DEFAULT_BATCH_SIZE
 from optuna_wpca.proxies import DEFAULT_ETA
 
 
-def _add_batch_options(p: argparse.ArgumentParser) -> None:
+def _add_batch_options(p: argparse.ArgumentParser, batch_size: int) -> None:
     g = p.add_argument_group("minibatch")
     g.add_argument("--corpus", default=None, help="text file to cut the minibatch from (default: bundled WikiText-2)")
     g.add_argument("--tokenizer", default=None, help="local tokenizer directory (default: uncased BERT WordPiece)")
-    g.add_argument("--batch-size", type=int, default=128, help="sequences in the minibatch (default 128)")
+    g.add_argument("--batch-size", type=int, default=batch_size,
+                   help=f"sequences in the minibatch (default {batch_size})")
     g.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     g.add_argument("--batch-seed", type=int, default=0, help="seed of the window positions (default 0)")
 
@@ -70,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="score only entries with index K modulo M, so M processes share one --checkpoint "
                            "file (the table is printed once the file holds every entry)")
     rank.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_batch_options(rank)
+    _add_batch_options(rank, 128)  # the published rank tables' 128 x 128
     rank.set_defaults(func=run_rank)
 
     search = sub.add_parser(
@@ -113,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--top", type=int, default=5, help="best trials to print at the end (default 5)")
     search.add_argument("--quiet", action="store_true", help="no progress bar")
     search.add_argument("--verbose", action="store_true", help="Optuna's per-trial log lines")
-    _add_batch_options(search)
+    _add_batch_options(search, DEFAULT_BATCH_SIZE)
     search.set_defaults(func=run_search)
 
     show = sub.add_parser("show", help="print the best trials of a study with their per-layer choices")
