@@ -245,3 +245,16 @@ def test_widening_ffn_linears_are_read_at_their_input_and_the_last_one_is_not_ru
     for ref, new in zip(reference, layer_spectra(model, batch)):
         for eta in (0.9, 0.99):
             assert dim_from_spectrum(new, eta) == dim_from_spectrum(ref, eta)
+
+
+@pytest.mark.parametrize("benchmark,count", [("nas-bench-bert", 12), ("lts-gpt2-wt103", 8)])
+def test_the_input_side_path_gives_the_dense_paths_pca_dims_on_trained_benchmarks(benchmark, count, monkeypatch):
+    from optuna_wpca.proxies import _pca
+    from optuna_wpca.ranking import load_benchmark
+
+    bench = load_benchmark(benchmark)
+    batch = text_batch(batch_size=8, seq_len=64)
+    fast = [layer_pca_dims(bench.build(i, seed=0), batch) for i in range(count)]
+    monkeypatch.setattr(_pca, "_input_side_is_cheaper", lambda *a: False)  # every layer read at its output
+    dense = [layer_pca_dims(bench.build(i, seed=0), batch) for i in range(count)]
+    assert fast == dense
