@@ -99,17 +99,28 @@ def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
 _HEARTBEAT = "optuna_wpca:heartbeat"
 
 
+def _storage_heartbeats(storage: Any) -> bool:
+    """Whether the storage keeps its own heartbeats (an RDB storage opened with ``heartbeat_interval``)."""
+    interval = getattr(storage, "get_heartbeat_interval", None)
+    return interval is not None and interval() is not None
+
+
 @contextlib.contextmanager
 def trial_heartbeat(trial: optuna.Trial, interval: float) -> Iterator[None]:
-    """Heartbeats for a storage without its own (a journal file): while the block runs, a thread
-    writes the time into the trial's system attribute ``optuna_wpca:heartbeat`` every ``interval``
-    seconds, so a later run can tell a dead worker's trial from a live one
-    (:func:`fail_stale_trials`)."""
+    """Signs of life for :func:`fail_stale_trials`: while the block runs, a thread writes the time
+    into the trial's system attribute ``optuna_wpca:heartbeat`` every ``interval`` seconds. On a
+    storage with its own heartbeats (RDB) the time is written once, at the start, only to mark
+    that the objective began: Optuna's heartbeats tell live trials from dead ones after that."""
+    storage = trial.storage
+    if _storage_heartbeats(storage):
+        storage.set_trial_system_attr(trial._trial_id, _HEARTBEAT, time.time())
+        yield
+        return
     done = threading.Event()
 
     def beat() -> None:
         while True:
-            trial.storage.set_trial_system_attr(trial._trial_id, _HEARTBEAT, time.time())
+            storage.set_trial_system_attr(trial._trial_id, _HEARTBEAT, time.time())
             if done.wait(interval):
                 return
 
@@ -123,19 +134,42 @@ def trial_heartbeat(trial: optuna.Trial, interval: float) -> Iterator[None]:
 
 
 def fail_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
-    """Fail the RUNNING trials whose heartbeat (see :func:`trial_heartbeat`) is older than
-    ``grace_period`` seconds, and enqueue each one's parameters again so the search loses nothing.
-    Returns the failed trials' numbers."""
+    """Fail the RUNNING trials of dead workers and run each one again, so the search loses nothing.
+
+    A trial is dead when its last sign of life is older than ``grace_period`` seconds: its latest
+    :func:`trial_heartbeat`, or its start when its objective never began (a worker killed while
+    the sampler proposed it). On a storage with its own heartbeats (RDB), a trial whose objective
+    began is left to Optuna's heartbeats, and a dead one is handed to the storage's stale-trial
+    callback (``RetryHeartbeatStaleTrialCallback``), as Optuna does; elsewhere its parameters are
+    queued again with the user attribute ``retried_from``. Returns the failed trials' numbers.
+
+    Optuna's own heartbeats miss the first case: a trial has none until its objective starts,
+    and ``RDBStorage`` never counts a trial without one as stale.
+    """
+    storage = study._storage
+    own = _storage_heartbeats(storage)
     now, failed = time.time(), []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         last = t.system_attrs.get(_HEARTBEAT)
+        if last is not None and own:
+            continue
         if last is None and t.datetime_start is not None:
             last = t.datetime_start.timestamp()
-        if last is not None and now - last > grace_period:
-            if study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
-                failed.append(t.number)
-                study.enqueue_trial(t.params, user_attrs={"retried_from": t.number}, skip_if_exists=False)
+        if last is None or now - last <= grace_period:
+            continue
+        try:
+            if storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
+                failed.append(t)
+        except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it first
+            pass
+    retry = storage.get_heartbeat_stale_trial_callback() if own else None
+    retried = {t.user_attrs.get("retried_from") for t in study.get_trials(deepcopy=False)} if failed else set()
+    for t in failed:
+        if retry is not None:
+            retry(study, storage.get_trial(t._trial_id))
+        elif t.number not in retried:
+            study.enqueue_trial(t.params, user_attrs={"retried_from": t.number}, skip_if_exists=False)
     if failed:
-        _logger.warning("failed trials %s of a dead worker (no heartbeat for %gs) and queued them again",
-                        failed, grace_period)
-    return failed
+        _logger.warning("failed trials %s of a dead worker (no sign of life for %gs) and queued them again",
+                        [t.number for t in failed], grace_period)
+    return [t.number for t in failed]

@@ -25,6 +25,17 @@ def test_killed_worker_loses_nothing(postgres_url, tmp_path):
     assert result["retried_after_kill"] >= 1 and result["failed"] >= 1
 
 
+def test_a_cli_search_killed_while_proposing_finishes_on_the_rerun(tmp_path):
+    result = reliability.run_cli(f"sqlite:///{tmp_path / 'p.db'}", signal.SIGKILL, phase="proposal", trials=8,
+                                 after=2)
+    print(json.dumps(result))
+    assert result["exit_codes"] == [-signal.SIGKILL, 0] and not result["traceback"]
+    assert result["stopped_trial_state_after_signal"] == "RUNNING"
+    assert not result["stopped_trial_objective_had_begun"]
+    assert result["finished"] == 8 and result["running"] == 0 and result["waiting"] == 0
+    assert result["lost"] == 0 and result["duplicated"] == 0 and result["retried"] == 1
+
+
 TRAIN = textwrap.dedent(
     """
     import sys, optuna_wpca

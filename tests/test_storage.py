@@ -60,3 +60,57 @@ def test_the_cli_says_it_in_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "optuna_wpca.cli", "show", "--storage", f"sqlite:///{empty}"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "is empty" in out.stderr
+
+
+def _heartbeat_storage(url):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1)
+        return open_storage(url, heartbeat_interval=60, grace_period=120, heartbeat_stale_trial_callback=retry)
+
+
+def test_a_trial_killed_before_its_objective_began_is_failed_and_retried_on_rdb(tmp_path):
+    """Optuna's RDB heartbeats never count a trial without a heartbeat as stale (a worker killed
+    while its sampler proposed); the plugin's sweep does, through the storage's own retry callback."""
+    import time
+    import warnings
+
+    from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
+
+    study = optuna.create_study(storage=_heartbeat_storage(f"sqlite:///{tmp_path / 'h.db'}"), study_name="h")
+    dead = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})  # RUNNING, no heartbeat
+    alive = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    with trial_heartbeat(alive, 60):  # its objective began: Optuna's heartbeats judge it from now on
+        pass
+    time.sleep(0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    assert study.trials[dead.number].state.name == "RUNNING"  # what Optuna alone leaves behind
+    assert fail_stale_trials(study, grace_period=0.1) == [dead.number]
+    assert fail_stale_trials(study, grace_period=0.1) == []
+    states = [t.state.name for t in study.trials]
+    assert states == ["FAIL", "RUNNING", "WAITING"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        assert optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(study.trials[2]) == dead.number
+    assert study.trials[2].params == dead.params
+
+
+def test_journal_trials_are_failed_once_their_heartbeat_is_stale_and_queued_once(tmp_path):
+    import time
+
+    from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
+
+    study = optuna.create_study(storage=open_storage(f"journal://{tmp_path / 'h.log'}"), study_name="h")
+    never = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    beating = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    time.sleep(0.3)
+    with trial_heartbeat(beating, 60):  # a fresh heartbeat: alive although it started long ago
+        assert fail_stale_trials(study, grace_period=0.2) == [never.number]
+    assert fail_stale_trials(study, grace_period=5) == []
+    states = [t.state.name for t in study.trials]
+    assert states == ["FAIL", "RUNNING", "WAITING"]
+    assert study.trials[2].user_attrs["retried_from"] == never.number

@@ -35,15 +35,18 @@ def run_search(args: argparse.Namespace) -> int:
     ``--n-trials`` is the number of finished (complete or pruned) trials the study should reach, so
     a rerun after a stop finishes the search instead of adding to it. On an RDB storage, trials send
     heartbeats; one whose worker died is failed once its heartbeat is stale and retried (same
-    architecture). The first Ctrl-C lets the running trials finish and stops; a second one aborts.
+    architecture), also when it died before its objective began (see
+    :func:`optuna_wpca._storage.fail_stale_trials`). The first Ctrl-C lets the running trials finish and stops; a second one aborts.
     """
     import optuna
     from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
 
     from optuna_wpca._objective import ZeroCostObjective
+    from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
     from optuna_wpca._study import record_search
     from optuna_wpca._text import text_batch
+    from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
     from optuna_wpca.sampler import WPCASampler
 
     if args.n_trials is not None and args.n_trials < 1:
@@ -77,16 +80,13 @@ def run_search(args: argparse.Namespace) -> int:
     if not args.verbose:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     stop = _StopOnInterrupt()
-    run = objective
-    if args.storage.startswith("journal://"):  # no heartbeats in journal files: the plugin's own
-        from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
-        from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
+    fail_stale_trials(study, GRACE_PERIOD)
 
+    def run(trial):
+        # Dead workers' trials are retried by the living ones too, not only by the next run.
         fail_stale_trials(study, GRACE_PERIOD)
-
-        def run(trial):
-            with trial_heartbeat(trial, HEARTBEAT_INTERVAL):
-                return objective(trial)
+        with trial_heartbeat(trial, HEARTBEAT_INTERVAL):
+            return objective(trial)
 
     if remaining > 0:
         with stop:
