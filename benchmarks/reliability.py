@@ -160,8 +160,13 @@ def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: 
         running = [t for t in seen if t.state == TrialState.RUNNING and (_HEARTBEAT in t.system_attrs) == (
             phase == "objective")]
         if sum(t.state == TrialState.COMPLETE for t in seen) >= after and running:
-            first.send_signal(sig)
-            victim = running[0].number
+            # Freeze the worker, then check that the trial is still in the wanted phase before the signal.
+            first.send_signal(signal.SIGSTOP)
+            again = study.get_trials(deepcopy=False)[running[0].number]
+            if again.state == TrialState.RUNNING and (_HEARTBEAT in again.system_attrs) == (phase == "objective"):
+                first.send_signal(sig)
+                victim = again.number
+            first.send_signal(signal.SIGCONT)
         else:
             time.sleep(0.005)
     if victim is None:
@@ -169,6 +174,7 @@ def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: 
         raise RuntimeError(f"the first search ended before it could be stopped: {first.communicate()[1][-2000:]}")
     first_code = first.wait(timeout=300)
     first_err = first.stderr.read()
+    lock_left = url.startswith("journal://") and Path(url[len("journal://"):] + ".lock").exists()
     at_stop = study.get_trials(deepcopy=False)
     waited = 0.0
     if sig == signal.SIGKILL:  # a restart comes after the dead worker's heartbeat went stale
@@ -183,7 +189,7 @@ def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: 
             "stopped_trial_objective_had_begun": _HEARTBEAT in at_stop[victim].system_attrs,
             "finished_before_rerun": sum(t.state.is_finished() and t.state != TrialState.FAIL for t in at_stop),
             "exit_codes": [first_code, second.returncode], "traceback": "Traceback" in first_err + second.stderr,
-            "seconds_waited_before_rerun": waited, "seconds": round(seconds, 1)}
+            "journal_lock_left": lock_left, "seconds_waited_before_rerun": waited, "seconds": round(seconds, 1)}
 
 
 def _count(trials: list, target: int) -> dict:
