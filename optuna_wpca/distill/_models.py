@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -59,18 +59,27 @@ def teacher_encoder(teacher: nn.Module) -> nn.Module:
 
 
 class StudentClassifier(nn.Module):
-    """A candidate encoder with BERT's pooler (first token, dense, tanh) and a linear classifier."""
+    """A candidate encoder with BERT's pooler (first token, dense, tanh) and a linear classifier.
 
-    def __init__(self, encoder: CandidateModel, num_labels: int, dropout: float = 0.1, seed: int | None = 0) -> None:
+    Saved, it is a transformers directory: after ``import optuna_wpca``,
+    ``AutoModelForSequenceClassification.from_pretrained(directory)`` gives the same logits.
+    ``labels`` names the classes (``id2label`` in ``config.json``).
+    """
+
+    def __init__(self, encoder: CandidateModel, num_labels: int, dropout: float = 0.1, seed: int | None = 0,
+                 labels: Sequence[str] | None = None) -> None:
         super().__init__()
         if isinstance(encoder, DecoderModel):
             raise ValueError("task distillation needs an encoder student; DecoderModel is causal")
+        if labels is not None and len(labels) != num_labels:
+            raise ValueError(f"{len(labels)} label names for {num_labels} labels")
         self.encoder = encoder
         h = encoder.config.hidden_size
         self.pooler = nn.Linear(h, h)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(h, num_labels)
         self.num_labels = num_labels
+        self.labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         for m in (self.pooler, self.classifier):
             nn.init.normal_(m.weight, std=0.02, generator=generator)
@@ -81,30 +90,57 @@ class StudentClassifier(nn.Module):
         return self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, 0]))))
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
-        """The encoder as a candidate model directory, plus ``head.safetensors`` and ``head.json``."""
+        """``config.json`` (the encoder's config, the labels, ``architectures``) and one
+        ``model.safetensors`` with the encoder (``encoder.*``) and the task head."""
         from safetensors.torch import save_file
+
+        from optuna_wpca.models._base import CONFIG_NAME, WEIGHTS_NAME
 
         path = Path(directory)
         self.encoder.save_pretrained(path)
-        head = {f"pooler.{k}": v for k, v in self.pooler.state_dict().items()}
-        head.update({f"classifier.{k}": v for k, v in self.classifier.state_dict().items()})
-        save_file({k: v.detach().contiguous().cpu() for k, v in head.items()}, str(path / "head.safetensors"))
-        (path / "head.json").write_text(json.dumps({"num_labels": self.num_labels}) + "\n")
+        config = json.loads((path / CONFIG_NAME).read_text())
+        config.update({
+            "architectures": [_CLASSIFIER_NAMES[self.encoder.model_type]],
+            "id2label": {str(i): name for i, name in enumerate(self.labels)},
+            "label2id": {name: i for i, name in enumerate(self.labels)},
+        })
+        (path / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        tmp = path / (WEIGHTS_NAME + ".tmp")
+        save_file(state, str(tmp), metadata={"format": "pt"})
+        os.replace(tmp, path / WEIGHTS_NAME)
+        for old in ("head.safetensors", "head.json"):  # the layout before 0.2
+            (path / old).unlink(missing_ok=True)
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, device: Any = "cpu") -> "StudentClassifier":
-        """Load a student saved with ``save_pretrained`` (encoder, task head and their configs)."""
+        """Load a student saved with ``save_pretrained`` (also the layout before 0.2, with
+        ``head.safetensors``)."""
         from safetensors.torch import load_file
 
+        from optuna_wpca.models._base import CONFIG_NAME, WEIGHTS_NAME
+
         path = Path(directory)
-        if not (path / "head.json").is_file():
-            raise FileNotFoundError(f"{str(path)!r} holds no task head (head.json): not a distilled student")
-        num_labels = json.loads((path / "head.json").read_text())["num_labels"]
-        model = cls(CandidateModel.from_pretrained(path), num_labels)
-        state = load_file(str(path / "head.safetensors"))
+        config = json.loads((path / CONFIG_NAME).read_text()) if (path / CONFIG_NAME).is_file() else {}
+        if (path / "head.json").is_file():
+            num_labels, labels = json.loads((path / "head.json").read_text())["num_labels"], None
+            state = load_file(str(path / "head.safetensors"))
+        elif "id2label" in config:
+            labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+            num_labels, state = len(labels), None
+        else:
+            raise FileNotFoundError(f"{str(path)!r} holds no task head: not a distilled student")
+        model = cls(CandidateModel.from_pretrained(path), num_labels, labels=labels)
+        if state is None:
+            state = {k: v for k, v in load_file(str(path / WEIGHTS_NAME)).items() if not k.startswith("encoder.")}
         model.pooler.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("pooler.")})
         model.classifier.load_state_dict({k[11:]: v for k, v in state.items() if k.startswith("classifier.")})
         return model.to(device).eval()
+
+
+#: The transformers class of each encoder's classifier (see ``optuna_wpca.models._transformers``).
+_CLASSIFIER_NAMES = {"optuna_wpca_wpca": "WPCAForSequenceClassification",
+                     "optuna_wpca_flexibert": "FlexiBERTForSequenceClassification"}
 
 
 class Recorder:

@@ -62,6 +62,8 @@ class Task:
     dev: list[tuple[str, str | None, Any]]
     num_labels: int
     metric: str = "accuracy"
+    #: Class names, index = label (``id2label`` of a saved student); None: ``LABEL_i``.
+    labels: tuple[str, ...] | None = None
 
     @property
     def is_regression(self) -> bool:
@@ -99,7 +101,7 @@ def load_rt_sentiment(*, dev_fraction: float = 0.1, seed: int = 0, path: str | P
         elif rating < -0.5:
             rows.append((parts[2], None, 0))
     train, dev = _split(rows, dev_fraction, seed)
-    return Task("rt-sentiment", train, dev, num_labels=2)
+    return Task("rt-sentiment", train, dev, num_labels=2, labels=("negative", "positive"))
 
 
 def _read_snli(path: Path) -> list[tuple[str, str, int]]:
@@ -115,7 +117,7 @@ def load_snli() -> Task:
     """SNLI sentence pairs: train on the bundled dev subset, evaluate on the test subset."""
     folder = _bundled("snli")
     return Task("snli", _read_snli(folder / "snli_1.0_dev_subset.jsonl"),
-                _read_snli(folder / "snli_1.0_test_subset.jsonl"), num_labels=3)
+                _read_snli(folder / "snli_1.0_test_subset.jsonl"), num_labels=3, labels=SNLI_LABELS)
 
 
 def load_glue_files(

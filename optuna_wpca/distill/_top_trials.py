@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from optuna_wpca._study import SOURCE_TRIAL_ATTR, record_distillation, top_trials
+from optuna_wpca._text import load_tokenizer
 from optuna_wpca.distill._models import StudentClassifier
 from optuna_wpca.distill._tasks import Task
 from optuna_wpca.distill._config import TrainConfig
@@ -70,7 +71,7 @@ def distill_top_trials(
         trial.set_user_attr("num_params", space.num_params(arch))
         trial.set_user_attr("architecture", space.describe(arch))
         model = StudentClassifier(space.build(arch, seed=run_config.seed), max(task.num_labels, 1),
-                                  seed=run_config.seed)
+                                  seed=run_config.seed, labels=task.labels)
         ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None
         result = train(model, task, run_config, teacher=teacher, trial=trial, checkpoint_dir=ckpt,
                        tokenizer=tokenizer, progress=progress)
@@ -78,6 +79,7 @@ def distill_top_trials(
         if save_root:
             out = Path(save_root) / f"{kd.study_name}-trial-{trial.number}"
             model.save_pretrained(out)
+            (tokenizer if tokenizer is not None else load_tokenizer()).save_pretrained(str(out))
             trial.set_user_attr("saved_to", str(out))
         return result.metric
 

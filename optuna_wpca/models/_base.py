@@ -165,26 +165,48 @@ class CandidateModel(nn.Module):
     def from_pretrained(
         cls, directory: str | os.PathLike, *, device: str | torch.device = "cpu"
     ) -> "CandidateModel":
-        """Load a model written by :meth:`save_pretrained`; works on the base class too."""
+        """Load a model written by :meth:`save_pretrained` (or the encoder of a saved
+        :class:`~optuna_wpca.distill.StudentClassifier`); works on the base class too.
+
+        The directory is also a transformers one: after ``import optuna_wpca``,
+        ``transformers.AutoModel.from_pretrained(directory)`` loads the same weights.
+        """
         from safetensors.torch import load_file
 
         path = Path(directory)
-        config_file = path / CONFIG_NAME
-        if not config_file.is_file():
-            raise FileNotFoundError(f"no {CONFIG_NAME} in {str(path)!r}: not a saved optuna-wpca model")
-        raw = json.loads(config_file.read_text())
-        model_type = raw.pop("model_type", None)
-        target = CandidateModel._registry.get(model_type)
-        if target is None:
-            raise ValueError(
-                f"{str(path)!r} holds model_type {model_type!r}; optuna-wpca knows "
-                f"{sorted(CandidateModel._registry)}"
-            )
+        target, config = read_candidate_config(path)
         if cls is not CandidateModel and not issubclass(target, cls):
             raise ValueError(f"{str(path)!r} holds a {target.__name__}, not a {cls.__name__}")
-        model = target(target.config_class.from_dict(raw))
+        model = target(config)
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
             raise FileNotFoundError(f"no {WEIGHTS_NAME} in {str(path)!r}")
-        model.load_state_dict(load_file(str(weights)))
+        state = load_file(str(weights))
+        if state and all(k.startswith(("encoder.", "pooler.", "classifier.")) for k in state):
+            state = {k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")}
+        model.load_state_dict(state)
         return model.to(device).eval()
+
+
+#: The model types of releases before 0.2 (transformers refuses a dot in a registered name).
+_RENAMED_TYPES = {"optuna_wpca.wpca": "optuna_wpca_wpca", "optuna_wpca.flexibert": "optuna_wpca_flexibert",
+                  "optuna_wpca.decoder": "optuna_wpca_decoder"}
+
+
+def read_candidate_config(directory: str | os.PathLike) -> tuple[type[CandidateModel], Any]:
+    """The candidate class and its config from ``directory/config.json``. Keys that are not the
+    config's fields (those transformers writes: ``id2label``, ``transformers_version``, ...) are
+    ignored."""
+    path = Path(directory)
+    config_file = path / CONFIG_NAME
+    if not config_file.is_file():
+        raise FileNotFoundError(f"no {CONFIG_NAME} in {str(path)!r}: not a saved optuna-wpca model")
+    raw = json.loads(config_file.read_text())
+    model_type = _RENAMED_TYPES.get(raw.get("model_type"), raw.get("model_type"))
+    target = CandidateModel._registry.get(model_type)
+    if target is None:
+        raise ValueError(
+            f"{str(path)!r} holds model_type {model_type!r}; optuna-wpca knows {sorted(CandidateModel._registry)}"
+        )
+    names = {f.name for f in dataclasses.fields(target.config_class)}
+    return target, target.config_class.from_dict({k: v for k, v in raw.items() if k in names})

@@ -92,7 +92,7 @@ class DecoderModel(CandidateModel):
     """
 
     config_class = DecoderConfig
-    model_type = "optuna_wpca.decoder"
+    model_type = "optuna_wpca_decoder"
 
     def __init__(self, config: DecoderConfig) -> None:
         super().__init__()

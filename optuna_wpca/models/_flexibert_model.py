@@ -231,7 +231,7 @@ class FlexiBERTModel(CandidateModel):
     """
 
     config_class = FlexiBERTConfig
-    model_type = "optuna_wpca.flexibert"
+    model_type = "optuna_wpca_flexibert"
 
     def __init__(self, config: FlexiBERTConfig) -> None:
         super().__init__()

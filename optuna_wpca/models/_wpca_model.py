@@ -139,7 +139,7 @@ class WPCAModel(CandidateModel):
     """
 
     config_class = WPCAConfig
-    model_type = "optuna_wpca.wpca"
+    model_type = "optuna_wpca_wpca"
 
     def __init__(self, config: WPCAConfig) -> None:
         super().__init__()
