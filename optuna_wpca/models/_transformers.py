@@ -1,0 +1,204 @@
+"""The candidates as transformers models, so that the Auto classes load a saved candidate.
+
+After ``import optuna_wpca``, a directory written by ``CandidateModel.save_pretrained``,
+``StudentClassifier.save_pretrained`` or ``optuna-wpca export`` loads with
+``AutoConfig``, ``AutoModel`` and (encoders) ``AutoModelForSequenceClassification``, and
+``pipeline("text-classification", model=directory)`` runs on an exported student. The classes
+here wrap the plain candidate modules (the same parameters under the same names) and return
+transformers' output objects.
+
+Example:
+    >>> import tempfile, torch, optuna_wpca
+    >>> from transformers import AutoModel
+    >>> space = optuna_wpca.WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+    >>> path = tempfile.mkdtemp()
+    >>> space.build(space.sample(0), seed=0).save_pretrained(path)
+    >>> AutoModel.from_pretrained(path)(torch.tensor([[101, 7592, 102]])).last_hidden_state.shape
+    torch.Size([1, 3, 32])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSequenceClassification,
+    PreTrainedConfig,
+    PreTrainedModel,
+)
+from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
+
+from optuna_wpca.models._base import CandidateModel
+from optuna_wpca.models._decoder_model import DecoderModel
+from optuna_wpca.models._flexibert_model import FlexiBERTModel
+from optuna_wpca.models._wpca_model import WPCAModel
+
+
+class CandidateConfig(PreTrainedConfig):
+    """A transformers config holding a candidate's config fields at its top level
+    (``hidden_size``, ``layers``, ...), next to transformers' own (``id2label``, ...)."""
+
+    candidate_class: ClassVar[type[CandidateModel]]
+
+    def __init__(self, **kwargs: Any) -> None:
+        for name in self._candidate_fields():
+            if name in kwargs:
+                setattr(self, name, kwargs.pop(name))
+        super().__init__(**kwargs)
+
+    @classmethod
+    def _candidate_fields(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls.candidate_class.config_class)]
+
+    def candidate_config(self) -> Any:
+        """The candidate's own config dataclass."""
+        fields = {n: getattr(self, n) for n in self._candidate_fields() if hasattr(self, n)}
+        return self.candidate_class.config_class.from_dict(fields)
+
+
+class WPCATransformersConfig(CandidateConfig):
+    """transformers config of a :class:`~optuna_wpca.models.WPCAModel` (BERT / MobileBERT blocks)."""
+
+    model_type = WPCAModel.model_type
+    candidate_class = WPCAModel
+
+
+class FlexiBERTTransformersConfig(CandidateConfig):
+    """transformers config of a :class:`~optuna_wpca.models.FlexiBERTModel`."""
+
+    model_type = FlexiBERTModel.model_type
+    candidate_class = FlexiBERTModel
+
+
+class DecoderTransformersConfig(CandidateConfig):
+    """transformers config of a :class:`~optuna_wpca.models.DecoderModel` (GPT-2 style)."""
+
+    model_type = DecoderModel.model_type
+    candidate_class = DecoderModel
+
+
+class CandidateTransformersModel(PreTrainedModel):
+    """The bare candidate (``AutoModel``): its modules, under their own names, and
+    ``BaseModelOutput(last_hidden_state=...)`` from ``forward``."""
+
+    config_class = CandidateConfig
+    base_model_prefix = "encoder"
+    main_input_name = "input_ids"
+
+    def __init__(self, config: CandidateConfig) -> None:
+        super().__init__(config)
+        candidate = config.candidate_class(config.candidate_config())
+        if any(True for _ in candidate.named_parameters(recurse=False)):
+            raise TypeError(f"{type(candidate).__name__} holds parameters outside its submodules")
+        for name, child in candidate.named_children():
+            self.add_module(name, child)
+        # The candidate runs the forward over these same submodules; it is not registered twice.
+        object.__setattr__(self, "_candidate", candidate)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        pass  # the candidate initialised its own weights; a checkpoint replaces them
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **_: Any,
+    ) -> BaseModelOutput:
+        """``last_hidden_state`` of shape (batch, tokens, hidden)."""
+        return BaseModelOutput(last_hidden_state=self._candidate(input_ids, attention_mask, token_type_ids))
+
+
+class CandidateForSequenceClassification(PreTrainedModel):
+    """``AutoModelForSequenceClassification``: the candidate encoder with the task head of
+    :class:`~optuna_wpca.distill.StudentClassifier` (first token, dense, tanh, linear), same
+    parameter names, and ``SequenceClassifierOutput`` (with the loss when ``labels`` are given)."""
+
+    config_class = CandidateConfig
+    base_model_prefix = "encoder"
+    main_input_name = "input_ids"
+    model_class: ClassVar[type[CandidateTransformersModel]]
+
+    def __init__(self, config: CandidateConfig) -> None:
+        super().__init__(config)
+        self.encoder = self.model_class(config)
+        h = config.candidate_config().hidden_size
+        self.pooler = nn.Linear(h, h)
+        self.dropout = nn.Dropout(0.1)
+        self.classifier = nn.Linear(h, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if module is self.pooler or module is self.classifier:  # a new head, as StudentClassifier's
+            nn.init.normal_(module.weight, std=0.02)
+            nn.init.zeros_(module.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **_: Any,
+    ) -> SequenceClassifierOutput:
+        """Logits of shape (batch, num_labels); the cross-entropy (MSE for one label) with ``labels``."""
+        hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
+        logits = self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, 0]))))
+        loss = None
+        if labels is not None:
+            if self.config.num_labels == 1:
+                loss = nn.functional.mse_loss(logits.squeeze(-1), labels.float())
+            else:
+                loss = nn.functional.cross_entropy(logits, labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+class WPCATransformersModel(CandidateTransformersModel):
+    """``AutoModel`` class of a saved :class:`~optuna_wpca.models.WPCAModel`."""
+
+    config_class = WPCATransformersConfig
+
+
+class FlexiBERTTransformersModel(CandidateTransformersModel):
+    """``AutoModel`` class of a saved :class:`~optuna_wpca.models.FlexiBERTModel`."""
+
+    config_class = FlexiBERTTransformersConfig
+
+
+class DecoderTransformersModel(CandidateTransformersModel):
+    """``AutoModel`` class of a saved :class:`~optuna_wpca.models.DecoderModel`."""
+
+    config_class = DecoderTransformersConfig
+
+
+class WPCAForSequenceClassification(CandidateForSequenceClassification):
+    """``AutoModelForSequenceClassification`` class of a W-PCA student."""
+
+    config_class = WPCATransformersConfig
+    model_class = WPCATransformersModel
+
+
+class FlexiBERTForSequenceClassification(CandidateForSequenceClassification):
+    """``AutoModelForSequenceClassification`` class of a FlexiBERT student."""
+
+    config_class = FlexiBERTTransformersConfig
+    model_class = FlexiBERTTransformersModel
+
+
+def register_auto_classes() -> None:
+    """Register the configs and models above with transformers' Auto classes (idempotent)."""
+    for config, model, classifier in (
+        (WPCATransformersConfig, WPCATransformersModel, WPCAForSequenceClassification),
+        (FlexiBERTTransformersConfig, FlexiBERTTransformersModel, FlexiBERTForSequenceClassification),
+        (DecoderTransformersConfig, DecoderTransformersModel, None),
+    ):
+        AutoConfig.register(config.model_type, config, exist_ok=True)
+        AutoModel.register(config, model, exist_ok=True)
+        if classifier is not None:
+            AutoModelForSequenceClassification.register(config, classifier, exist_ok=True)
