@@ -111,6 +111,24 @@ def test_export_then_from_pretrained_in_a_fresh_process(tmp_path, space_file):
         expected = rebuilt(__import__("torch").arange(1000, 1032).reshape(2, 16))
     assert __import__("torch").equal(__import__("torch").load(tmp_path / "a.pt"), expected)
     assert isinstance(CandidateModel.from_pretrained(out), type(rebuilt))
+    # A transformers directory: tokenizer files and a model card; AutoModel in a process that imported
+    # transformers before optuna_wpca.
+    assert (out / "tokenizer_config.json").is_file() and (out / "tokenizer.json").is_file()
+    card = (out / "README.md").read_text()
+    study = optuna.load_study(study_name="e", storage=url)
+    best = study.best_trial
+    assert f"trial {best.number}" in card and f"{best.user_attrs['num_params']:,}" in card
+    assert f"| wpca | {best.value:,.0f} |" in card and "Untrained" in card and "optuna-wpca export" in card
+    for line in space.describe(space.from_params(meta["params"])):
+        assert f"| {line} |" in card
+    script = (
+        "import sys, torch, transformers, optuna_wpca\n"
+        "from transformers import AutoModel\n"
+        "m = AutoModel.from_pretrained(sys.argv[1])\n"
+        "torch.save(m(torch.arange(1000, 1032).reshape(2, 16)).last_hidden_state, sys.argv[2])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "b.pt")], check=True)
+    assert __import__("torch").equal(__import__("torch").load(tmp_path / "b.pt"), expected)
 
 
 def test_resuming_someone_elses_study_is_refused(tmp_path, space_file):
@@ -139,7 +157,44 @@ def test_distill_top_trials_from_the_cli(tmp_path, space_file, capsys):
     assert main(["export", "--storage", url, "--study-name", "d-kd", "--out", str(out)]) == 0
     assert "distilled student" in capsys.readouterr().out
     assert json.loads((out / "architecture.json").read_text())["trained"] is True
-    assert StudentClassifier.from_pretrained(out).num_labels == 2
+    student = StudentClassifier.from_pretrained(out)
+    assert student.num_labels == 2 and student.labels == ["negative", "positive"]
+    # transformers' Auto classes and pipeline, in a fresh process, give the plugin's own logits.
+    script = (
+        "import json, sys, torch, optuna_wpca\n"
+        "from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, pipeline\n"
+        "path = sys.argv[1]\n"
+        "config = AutoConfig.from_pretrained(path)\n"
+        "tok = AutoTokenizer.from_pretrained(path)\n"
+        "batch = tok(['a gripping, beautifully acted film', 'dull'], padding=True, return_tensors='pt')\n"
+        "model = AutoModelForSequenceClassification.from_pretrained(path).eval()\n"
+        "out = model(**batch, labels=torch.tensor([1, 0]))\n"
+        "hidden = AutoModel.from_pretrained(path)(**batch).last_hidden_state\n"
+        "classify = pipeline('text-classification', model=path, tokenizer=path)\n"
+        "torch.save({'logits': out.logits, 'hidden': hidden, 'batch': dict(batch)}, sys.argv[2])\n"
+        "print(json.dumps({'type': type(out).__name__, 'loss': out.loss is not None, 'labels': config.id2label,\n"
+        "                  'pipe': classify('a gripping, beautifully acted film')}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(out), str(tmp_path / "hf.pt")], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["type"] == "SequenceClassifierOutput" and report["loss"]
+    assert report["labels"] == {"0": "negative", "1": "positive"}
+    import torch
+
+    saved = torch.load(tmp_path / "hf.pt")
+    with torch.no_grad():
+        logits = student(**saved["batch"])
+        hidden = student.encoder(saved["batch"]["input_ids"], saved["batch"]["attention_mask"],
+                                 saved["batch"]["token_type_ids"])
+    assert torch.allclose(saved["logits"], logits, atol=1e-6) and torch.allclose(saved["hidden"], hidden, atol=1e-6)
+    probs = torch.softmax(logits[0], -1)
+    (pipe,) = report["pipe"]
+    assert pipe["label"] == student.labels[int(probs.argmax())] and abs(pipe["score"] - float(probs.max())) < 1e-5
+    card = (out / "README.md").read_text()
+    assert "library_name: transformers" in card and "Trained: distilled" in card
+    assert "AutoModelForSequenceClassification.from_pretrained" in card
 
 
 def test_distill_with_a_missing_teacher_is_one_line(tmp_path, space_file):

@@ -157,8 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--study-name", default="optuna-wpca", help="study name")
     export.add_argument("--trial", type=int, default=None, help="trial number (default: the best feasible trial)")
     export.add_argument("--seed", type=int, default=0, help="initialisation seed of the exported model (default 0)")
-    export.add_argument("--out", required=True, help="output directory (config.json, model.safetensors, "
-                        "architecture.json); it must be new or empty unless --overwrite")
+    export.add_argument("--out", required=True, help="output directory (config.json, model.safetensors, the "
+                        "tokenizer files, README.md, architecture.json); it must be new or empty unless --overwrite")
+    export.add_argument("--tokenizer", default=None, help="local tokenizer directory to include (default: the one "
+                        "a distilled student was trained with, else the bundled uncased BERT WordPiece)")
     export.add_argument("--overwrite", action="store_true", help="replace the files of a non-empty --out")
     export.set_defaults(func=run_export)
     return parser

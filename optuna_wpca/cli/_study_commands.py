@@ -180,6 +180,7 @@ def run_export(args: argparse.Namespace) -> int:
     """``optuna-wpca export``: a trial as a ``from_pretrained`` directory with ``architecture.json``."""
     import optuna
 
+    from optuna_wpca._model_card import model_card
     from optuna_wpca._study import top_trials
 
     study, space = load_our_study(args)
@@ -202,21 +203,38 @@ def run_export(args: argparse.Namespace) -> int:
         raise CLIError(f"{str(out)!r} exists and is not an empty directory; pass --overwrite to replace its files")
     arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
     trained = trial.user_attrs.get("saved_to")
+    if trained and not Path(trained).is_dir():
+        raise CLIError(f"trial {trial.number} was saved to {trained!r}, which no longer exists")
+    tokenizer = _export_tokenizer(args.tokenizer)
     if trained:  # a trial of a "<study>-kd" study: the distilled student, weights and task head
         import shutil
 
-        if not Path(trained).is_dir():
-            raise CLIError(f"trial {trial.number} was saved to {trained!r}, which no longer exists")
         shutil.copytree(trained, out, dirs_exist_ok=True)
     else:
         space.build(arch, seed=args.seed).save_pretrained(out)
+    if args.tokenizer or not (out / "tokenizer_config.json").is_file():
+        tokenizer.save_pretrained(str(out))
+    command = (f"optuna-wpca export --storage {args.storage} --study-name {study.study_name} "
+               f"--trial {trial.number} --seed {args.seed} --out {args.out}")
+    (out / "README.md").write_text(model_card(study, trial, space, arch, trained=bool(trained), seed=args.seed,
+                                              command=command))
     (out / "architecture.json").write_text(json.dumps({
         "study": study.study_name, "trial": trial.number, "space": space.to_dict(), "params": trial.params,
         "architecture": arch.to_dict(), "num_params": space.num_params(arch), "seed": args.seed,
         "trained": bool(trained),
     }, indent=2) + "\n")
     what = "distilled student" if trained else f"untrained, seed {args.seed}"
-    loader = "optuna_wpca.distill.StudentClassifier" if trained else "optuna_wpca.CandidateModel"
+    loader = "AutoModelForSequenceClassification" if trained else "AutoModel"
     print(f"exported trial {trial.number} ({space.num_params(arch):,} parameters, {what}) to {out}; "
-          f"load it with {loader}.from_pretrained({str(out)!r})")
+          f"after `import optuna_wpca`, transformers' {loader}.from_pretrained({str(out)!r}) loads it")
     return 0
+
+
+def _export_tokenizer(path: str | None):
+    """The tokenizer written beside an export: ``--tokenizer`` or the default one, read before anything is written."""
+    from optuna_wpca._text import load_tokenizer
+
+    try:
+        return load_tokenizer(path)
+    except (OSError, ValueError) as err:
+        raise CLIError(f"--tokenizer {path!r}: {str(err).splitlines()[0]}") from None

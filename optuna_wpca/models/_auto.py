@@ -7,6 +7,7 @@ completes, the first time anything imports it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
@@ -14,9 +15,9 @@ from typing import Any
 
 
 def _register() -> None:
-    from optuna_wpca.models._transformers import register_auto_classes
-
-    register_auto_classes()
+    # Importing the module registers its classes; when it is the module being imported (it imports
+    # transformers first), it registers them itself once its classes exist.
+    importlib.import_module("optuna_wpca.models._transformers")
 
 
 class _AfterTransformersImport(importlib.abc.MetaPathFinder):

@@ -202,3 +202,6 @@ def register_auto_classes() -> None:
         AutoModel.register(config, model, exist_ok=True)
         if classifier is not None:
             AutoModelForSequenceClassification.register(config, classifier, exist_ok=True)
+
+
+register_auto_classes()
