@@ -156,14 +156,22 @@ def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: 
         except KeyError:  # not created yet
             time.sleep(0.05)
             continue
-        seen = study.get_trials(deepcopy=False)
+        try:
+            seen = study.get_trials(deepcopy=False)
+        except Exception:  # a locked SQLite file while the worker writes: look again
+            continue
         running = [t for t in seen if t.state == TrialState.RUNNING and (_HEARTBEAT in t.system_attrs) == (
             phase == "objective")]
         if sum(t.state == TrialState.COMPLETE for t in seen) >= after and running:
-            # Freeze the worker, then check that the trial is still in the wanted phase before the signal.
+            # Freeze the worker, then check that the trial is still in the wanted phase before the signal
+            # (a worker frozen inside a SQLite write keeps the file locked: then let it go and try again).
             first.send_signal(signal.SIGSTOP)
-            again = study.get_trials(deepcopy=False)[running[0].number]
-            if again.state == TrialState.RUNNING and (_HEARTBEAT in again.system_attrs) == (phase == "objective"):
+            try:
+                again = study.get_trials(deepcopy=False)[running[0].number]
+            except Exception:
+                again = None
+            if again is not None and again.state == TrialState.RUNNING and (
+                    _HEARTBEAT in again.system_attrs) == (phase == "objective"):
                 first.send_signal(sig)
                 victim = again.number
             first.send_signal(signal.SIGCONT)
