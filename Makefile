@@ -8,7 +8,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install clean
+FLOORS := .venv-floors
+
+.PHONY: demo test floors install clean
 
 install: $(STAMP)
 
@@ -27,5 +29,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
 
+# The declared lowest versions (.ci/floors.txt) installed together, and the tests that touch them.
+floors:
+	test -x $(FLOORS)/bin/python || $(PYTHON) -m venv $(FLOORS)
+	$(FLOORS)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOORS)/bin/python -m pip install --quiet torch==2.13.0
+	$(FLOORS)/bin/python -m pip install --quiet -e '.[dev]' -c .ci/floors.txt
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(FLOORS)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/test_study.py tests/test_objective.py tests/test_sampler.py tests/test_transformers.py \
+		tests/test_dashboard.py tests/test_storage.py tests/test_text.py tests/test_models.py \
+		tests/test_cli.py tests/test_distill.py hub
+
 clean:
-	rm -rf $(VENV) *.egg-info optuna_wpca.db optuna_wpca_artifacts
+	rm -rf $(VENV) $(FLOORS) *.egg-info optuna_wpca.db optuna_wpca_artifacts
