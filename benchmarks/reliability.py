@@ -135,22 +135,12 @@ def _open(url: str):
     return open_storage(url)
 
 
-def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: int = 20, after: int = 4,
-            name: str | None = None) -> dict:
-    """One CLI search into ``url`` stopped by ``sig`` once ``after`` trials have finished and another
-    is running, then run again with the same command; returns the counts (see the module doc).
-
-    ``phase``: "objective" stops a trial whose objective has begun (it carries the plugin's
-    heartbeat mark), "proposal" one that the sampler is still proposing (no mark yet)."""
+def _stop_mid_trial(proc, url: str, name: str, sig: signal.Signals, phase: str, after: int):
+    """Send ``sig`` to ``proc`` while one of its trials is RUNNING in ``phase``; (study, trial number)."""
     from optuna_wpca._storage import _HEARTBEAT
-    from optuna_wpca.cli._storage import GRACE_PERIOD
 
-    name = name or f"cli-{sig.name.lower()}-{int(time.time() * 1000)}"
-    command = _cli_command(url, name, trials)
-    start = time.perf_counter()
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     study, victim, deadline = None, None, time.time() + 300
-    while victim is None and time.time() < deadline and first.poll() is None:
+    while victim is None and time.time() < deadline and proc.poll() is None:
         try:
             study = study or optuna.load_study(study_name=name, storage=_open(url))
         except KeyError:  # not created yet
@@ -165,18 +155,40 @@ def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: 
         if sum(t.state == TrialState.COMPLETE for t in seen) >= after and running:
             # Freeze the worker, then check that the trial is still in the wanted phase before the signal
             # (a worker frozen inside a SQLite write keeps the file locked: then let it go and try again).
-            first.send_signal(signal.SIGSTOP)
+            proc.send_signal(signal.SIGSTOP)
             try:
                 again = study.get_trials(deepcopy=False)[running[0].number]
             except Exception:
                 again = None
             if again is not None and again.state == TrialState.RUNNING and (
                     _HEARTBEAT in again.system_attrs) == (phase == "objective"):
-                first.send_signal(sig)
+                proc.send_signal(sig)
                 victim = again.number
-            first.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGCONT)
         else:
             time.sleep(0.005)
+    return study, victim
+
+
+def run_cli(url: str, sig: signal.Signals, *, phase: str = "objective", trials: int = 20, after: int = 4,
+            name: str | None = None) -> dict:
+    """One CLI search into ``url`` stopped by ``sig`` once ``after`` trials have finished and another
+    is running, then run again with the same command; returns the counts (see the module doc).
+
+    ``phase``: "objective" stops a trial whose objective has begun (it carries the plugin's
+    heartbeat mark), "proposal" one that the sampler is still proposing (no mark yet)."""
+    from optuna_wpca._storage import _HEARTBEAT
+    from optuna_wpca.cli._storage import GRACE_PERIOD
+
+    name = name or f"cli-{sig.name.lower()}-{int(time.time() * 1000)}"
+    command = _cli_command(url, name, trials)
+    start = time.perf_counter()
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        study, victim = _stop_mid_trial(first, url, name, sig, phase, after)
+    except BaseException:
+        first.kill()  # never leave a frozen worker behind
+        raise
     if victim is None:
         first.kill()
         raise RuntimeError(f"the first search ended before it could be stopped: {first.communicate()[1][-2000:]}")

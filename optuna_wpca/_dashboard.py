@@ -15,77 +15,132 @@ if TYPE_CHECKING:
     from optuna_wpca._study import SearchRecord
 
 _COLOURS = {"bert": "#4C72B0", "mobilebert": "#DD8452", "SA": "#4C72B0", "LT": "#55A868", "DSC": "#C44E52"}
+_NAMES = {"bert": "BERT block", "mobilebert": "MobileBERT block", "SA": "self-attention", "LT": "linear transform",
+          "DSC": "convolution", "decoder": "decoder block"}
 
 
-def _layer_style(layer: Any) -> tuple[str, str, int]:
-    """(label, colour, width) of one layer's bar."""
-    kind = getattr(layer, "block", None) or getattr(layer, "operation", None) or "decoder"
-    label = kind
-    if hasattr(layer, "parameter"):
-        label = f"{layer.operation}:{layer.parameter} x{layer.num_ffn}"
-    if hasattr(layer, "heads") and not hasattr(layer, "block"):
-        label += f" {layer.heads}h"
-    return label, _COLOURS.get(kind, "#8172B3"), int(layer.ffn_size)
+def _kind(layer: Any) -> str:
+    return getattr(layer, "block", None) or getattr(layer, "operation", None) or "decoder"
 
 
-def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "") -> str:
-    """A layer-by-layer picture: one bar per layer, coloured by block type, as long as its FFN is wide.
+def _short(value: float) -> str:
+    """3 significant digits with a k/M/G suffix: 15,698,112 -> '15.7M'."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
+                     values: dict[str, float] | None = None, pca_dims: list[int] | None = None) -> str:
+    """A picture of the architecture drawn to be read as optuna-dashboard's 200 x 150 thumbnail too.
+
+    800 x 600: the parameter count and the proxy values in large type at the top, a colour legend of
+    the block types, then one bar per layer, coloured by block type and as long as its FFN is wide,
+    with the PCA dim of its FFN activations (W-PCA's per-layer count) as a dark inner bar.
 
     Example:
         >>> from optuna_wpca import WPCASpace
-        >>> svg = architecture_svg(WPCASpace.tiny(), WPCASpace.tiny().sample(0))
-        >>> svg.startswith("<svg") and svg.count("<rect") == 7
+        >>> svg = architecture_svg(WPCASpace.tiny(), WPCASpace.tiny().sample(0), values={"wpca": 2.9e9})
+        >>> svg.startswith("<svg") and svg.count('class="layer"') == 6 and "wpca 2.9G" in svg
         True
     """
-    rows = [_layer_style(layer) for layer in arch.layers]
-    widest = max(width for _, _, width in rows)
-    bar_h, gap, left, scale = 22, 6, 210, 360 / widest
-    height = 40 + len(rows) * (bar_h + gap) + 24
-    total_w = left + 360 + 110
+    width, height, left, right = 800, 600, 120, 150
+    n = arch.num_layers
+    widest = max(int(layer.ffn_size) for layer in arch.layers)
+    scale = (width - left - right) / widest
+    top = 190
+    row = (height - top - 10) / n
+    bar = max(4.0, row * 0.72)
+    font = max(10, min(26, int(row * 0.7)))
+    headline = title or f"{_short(space.num_params(arch))} parameters"
+    value_line = "   ".join(f"{k} {_short(v)}" for k, v in (values or {}).items())
+    kinds = list(dict.fromkeys(_kind(layer) for layer in arch.layers))
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
-        f'font-family="sans-serif" font-size="13">',
-        f'<rect width="{total_w}" height="{height}" fill="white"/>',
-        f'<text x="10" y="22" font-weight="bold">{escape(title or f"{arch.num_layers} layers, hidden {arch.hidden_size}, {space.num_params(arch):,} parameters")}</text>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'font-family="DejaVu Sans, Arial, sans-serif">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="16" y="66" font-size="60" font-weight="bold">{escape(headline)}</text>',
+        f'<text x="16" y="122" font-size="40" fill="#222">{escape(value_line or f"{n} layers, hidden {arch.hidden_size}")}</text>',
     ]
-    for i, (label, colour, width) in enumerate(rows):
-        y = 36 + i * (bar_h + gap)
-        parts.append(f'<text x="10" y="{y + 16}">layer {i:>2}  {escape(label)}</text>')
-        parts.append(f'<rect x="{left}" y="{y}" width="{max(2, width * scale):.1f}" height="{bar_h}" fill="{colour}"/>')
-        parts.append(f'<text x="{left + width * scale + 6:.1f}" y="{y + 16}">FFN {width}</text>')
-    parts.append(f'<text x="10" y="{height - 8}" fill="#555">bar length: FFN width</text>')
+    x = 16
+    for kind in kinds:
+        label = _NAMES.get(kind, kind)
+        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{_COLOURS.get(kind, "#8172B3")}"/>')
+        parts.append(f'<text x="{x + 38}" y="168" font-size="28">{escape(label)}</text>')
+        x += 38 + 17 * len(label) + 30
+    if pca_dims:
+        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="#222" opacity="0.55"/>')
+        parts.append(f'<text x="{x + 38}" y="168" font-size="28">PCA dim</text>')
+    for i, layer in enumerate(arch.layers):
+        y = top + i * row
+        ffn = int(layer.ffn_size)
+        colour = _COLOURS.get(_kind(layer), "#8172B3")
+        dim = pca_dims[i] if pca_dims and i < len(pca_dims) else None
+        parts.append(f'<g class="layer"><text x="16" y="{y + bar * 0.8:.1f}" font-size="{font}">L{i}</text>')
+        parts.append(f'<rect x="{left}" y="{y:.1f}" width="{max(3.0, ffn * scale):.1f}" height="{bar:.1f}" '
+                     f'fill="{colour}"/>')
+        if dim is not None:
+            parts.append(f'<rect x="{left}" y="{y + bar * 0.25:.1f}" width="{max(2.0, min(dim, ffn) * scale):.1f}" '
+                         f'height="{bar * 0.5:.1f}" fill="#222" opacity="0.55"/>')
+        text = f"{ffn}" + (f" / {dim}" if dim is not None else "")
+        parts.append(f'<text x="{left + ffn * scale + 8:.1f}" y="{y + bar * 0.8:.1f}" font-size="{font}">'
+                     f"{text}</text></g>")
     parts.append("</svg>")
     return "\n".join(parts)
 
 
-def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[str, Any] | None = None) -> str:
-    """The trial's dashboard note: one row per layer with its choice and PCA dim."""
+def _export_line(trial: optuna.Trial) -> str:
+    """The CLI line that exports this trial (the storage URL where it can be read back)."""
+    backend = getattr(trial.study._storage, "_backend", trial.study._storage)
+    url = getattr(backend, "url", None)
+    if url is None:  # a journal file
+        path = getattr(getattr(backend, "_backend", None), "_file_path", None)
+        url = f"journal://{path}" if path else "URL"
+    return f"optuna-wpca export --storage {url} --study-name {trial.study.study_name} --trial {trial.number} --out DIR"
+
+
+def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[str, Any] | None = None, *,
+                          values: dict[str, float] | None = None, export: str | None = None) -> str:
+    """The trial's dashboard note: the proxy values, a fixed-width layer table (choice, FFN width,
+    PCA dim) that stays aligned in any Markdown renderer, and the export command."""
     attrs = attrs or {}
-    dims = attrs.get("pca_dims") or [None] * arch.num_layers
-    lines = [f"**{arch.num_layers} layers, hidden {arch.hidden_size}, {space.num_params(arch):,} parameters "
-             f"({space.count})**", "", "| layer | choice | PCA dim |", "|---|---|---|"]
-    lines += [f"| {i} | {desc} | {d if d is not None else ''} |" for i, (desc, d) in enumerate(zip(space.describe(arch), dims))]
+    dims = list(attrs.get("pca_dims") or [])
+    dims += [None] * (arch.num_layers - len(dims))
+    lines = [f"**{space.num_params(arch):,} parameters** ({space.count}), {arch.num_layers} layers, "
+             f"hidden {arch.hidden_size}", ""]
+    if values:
+        lines += ["| proxy | value |", "|---|---|"] + [f"| {k} | {v:,.6g} |" for k, v in values.items()] + [""]
+    described = space.describe(arch)
+    w = max(len(d) for d in described)
+    table = [f"{'layer':>5}  {'choice':<{w}}  {'PCA dim':>7}"]
+    table += [f"{i:>5}  {d:<{w}}  {'' if dim is None else dim:>7}" for i, (d, dim) in enumerate(zip(described, dims))]
+    lines += ["```", *table, "```"]
+    if export:
+        lines += ["", "Export it as a transformers directory:", "", "```", export, "```"]
     return "\n".join(lines)
 
 
 def upload_architecture(
-    trial: optuna.Trial, space: SearchSpace, arch: Architecture, artifact_store: Any, note: bool = True
+    trial: optuna.Trial, space: SearchSpace, arch: Architecture, artifact_store: Any, note: bool = True,
+    values: dict[str, float] | None = None,
 ) -> str:
-    """Attach the architecture picture (SVG artifact) and a layer table (dashboard note) to ``trial``."""
-    fd, path = tempfile.mkstemp(prefix=f"trial-{trial.number}-architecture-", suffix=".svg")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(architecture_svg(space, arch, title=f"trial {trial.number}: {space.num_params(arch):,} parameters"))
+    """Attach the architecture picture (an SVG artifact named ``trial-NNNNN-architecture.svg``) and
+    the layer note (a dashboard note) to ``trial``; returns the artifact id."""
+    dims = trial.user_attrs.get("pca_dims")
+    svg = architecture_svg(space, arch, values=values, pca_dims=dims)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, f"trial-{trial.number:05d}-architecture.svg")
+        with open(path, "w") as f:
+            f.write(svg)
         artifact_id = optuna.artifacts.upload_artifact(
             artifact_store=artifact_store, file_path=path, study_or_trial=trial, mimetype="image/svg+xml"
         )
-    finally:
-        os.unlink(path)
-    trial.set_user_attr("architecture_artifact", artifact_id)
     if note:
         import optuna_dashboard
 
-        optuna_dashboard.save_note(trial, architecture_markdown(space, arch, trial.user_attrs))
+        optuna_dashboard.save_note(trial, architecture_markdown(space, arch, trial.user_attrs, values=values,
+                                                                export=_export_line(trial)))
     return artifact_id
 
 

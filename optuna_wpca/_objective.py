@@ -178,7 +178,7 @@ class ZeroCostObjective:
         arch = self.space.suggest(trial)
         n = self.space.num_params(arch)
         trial.set_user_attr("num_params", n)
-        trial.set_user_attr("architecture", self.space.describe(arch))
+        trial.set_user_attr("architecture", self.space.summary(arch))
         for name, value in budget.constraints(n).items():
             trial.set_constraint(name, value)
         feasible = budget.contains(n)
@@ -188,12 +188,13 @@ class ZeroCostObjective:
         cached = (arch, self.seed) in self._cache
         values, parts = self.score(arch)
         trial.set_user_attr("cached", cached)
-        trial.set_user_attr("seconds", 0.0 if cached else parts["seconds"])
+        trial.set_user_attr("seconds", 0.0 if cached else round(parts["seconds"], 3))
         for name in self.proxies:
             for key, value in parts[name].items():
                 if key == "byproducts":
                     continue
                 trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", value)
         if self.artifact_store is not None:
-            upload_architecture(trial, self.space, arch, self.artifact_store)
+            upload_architecture(trial, self.space, arch, self.artifact_store,
+                                values=dict(zip(self.proxies, values)))
         return values[0] if len(values) == 1 else values

@@ -318,3 +318,32 @@ def test_a_minibatch_too_small_for_a_meaningful_pca_is_warned_about(caplog):
     with caplog.at_level("WARNING", logger="optuna.optuna_wpca.objective"):
         ZeroCostObjective(space, batch=text_batch(batch_size=8, seq_len=16))
     assert caplog.text == ""
+
+
+def test_several_proxies_make_a_multi_objective_search(tmp_path, space_file, capsys):
+    url = f"sqlite:///{tmp_path / 'mo.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "mo", "--n-trials", "8",
+                 "--population-size", "4", "--proxy", "wpca", "--proxy", "latency", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "feasible trials on the Pareto front (wpca, latency)" in out and "latency " in out
+    study = optuna.load_study(study_name="mo", storage=url)
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    assert study.metric_names == ["wpca", "latency"]
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert len(done) == 8 and all(t.user_attrs["latency.latency_iqr_ms"] >= 0 for t in done)
+    result = run_cli("export", "--storage", url, "--study-name", "mo", "--out", str(tmp_path / "x"))
+    assert result.returncode == 2 and "several objectives and no single best trial; pass --trial N" in result.stderr
+    front = sorted(t.number for t in study.best_trials)
+    assert f"Pareto front: {', '.join(map(str, front))}" in result.stderr
+    assert main(["export", "--storage", url, "--study-name", "mo", "--trial", str(front[0]),
+                 "--out", str(tmp_path / "x")]) == 0
+    assert "| latency |" in (tmp_path / "x" / "README.md").read_text()
+    # The same study with another set of proxies is refused, naming both.
+    result = run_cli("search", "--space", str(space_file), "--storage", url, "--study-name", "mo", "--n-trials", "9",
+                     "--population-size", "4", *FAST)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "wpca" in result.stderr and "latency" in result.stderr
+    result = run_cli("search", "--space", str(space_file), "--storage", f"sqlite:///{tmp_path / 'n.db'}",
+                     "--proxy", "wpca", "--proxy", "nosuch", *FAST)
+    assert result.returncode == 2 and "nosuch" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "n.db").exists()

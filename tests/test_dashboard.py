@@ -74,15 +74,27 @@ def test_study_and_trials_over_http(dashboard):
     note = detail["note"]["body"]
     assert "optuna-wpca search" in note and f"<= {study.user_attrs['optuna_wpca.max_params']:,.0f}" in note
     assert "`wpca`" in note and "4x16" in note
-    assert "PCA dim" in trials[0]["note"]["body"]
+    trial_note = trials[0]["note"]["body"]
+    assert "PCA dim" in trial_note and "| wpca |" in trial_note
+    number = trials[0]["number"]
+    assert f"optuna-wpca export --storage {study._storage._backend.url} --study-name dash --trial {number}" in trial_note
+    assert isinstance(attrs["architecture"], str) and len(attrs["architecture"]) < 60  # one short line
+    assert len(attrs["seconds"].split(".")[-1]) <= 3 and "architecture_artifact" not in attrs  # values come as text
     artifacts = trials[0]["artifacts"]
     assert artifacts and artifacts[0]["mimetype"] == "image/svg+xml"
+    assert artifacts[0]["filename"] == f"trial-{number:05d}-architecture.svg"
     study_id, trial_id = ours[0]["study_id"], trials[0]["trial_id"]
     with urllib.request.urlopen(f"{base}/artifacts/{study_id}/{trial_id}/{artifacts[0]['artifact_id']}") as r:
         svg = r.read().decode()
-    assert svg.startswith("<svg") and svg.count("layer") >= 3
+    assert svg.startswith("<svg") and svg.count('class="layer"') == 3
+    assert f"{int(attrs['num_params']) / 1e3:.3g}k parameters" in svg and "wpca " in svg and "PCA dim" in svg
 
 
-def test_svg_has_one_bar_per_layer():
+def test_svg_has_one_bar_per_layer_a_legend_and_the_pca_dims():
     space = WPCASpace.tiny()
-    assert architecture_svg(space, space.sample(0)).count('<rect x="210"') == 6
+    arch = space.from_params({**{f"layer_{i:02d}_block": "bert" if i % 2 else "mobilebert" for i in range(6)},
+                              **{f"layer_{i:02d}_ffn_mult": 1 + i for i in range(6)}})
+    svg = architecture_svg(space, arch, values={"wpca": 1.23e9, "latency": 6.5}, pca_dims=[10, 20, 30, 40, 50, 60])
+    assert svg.count('class="layer"') == 6 and "BERT block" in svg and "MobileBERT block" in svg
+    assert "wpca 1.23G" in svg and "latency 6.5" in svg and f"{space.num_params(arch) / 1e6:.3g}M parameters" in svg
+    assert ">792 / 60<" in svg  # the last layer: FFN 132 x 6 and its PCA dim

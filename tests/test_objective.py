@@ -21,7 +21,7 @@ def test_user_attrs_for_the_dashboard(space, batch):
     study.optimize(ZeroCostObjective(space, batch=batch), n_trials=3)
     attrs = study.best_trial.user_attrs
     assert attrs["num_params"] == space.num_params(space.from_params(study.best_trial.params))
-    assert len(attrs["pca_dims"]) == 3 and len(attrs["architecture"]) == 3
+    assert len(attrs["pca_dims"]) == 3 and len(attrs["architecture"].split()) == 3
     assert attrs["wpca.vpca"] == sum(attrs["pca_dims"])
     assert study.best_value == attrs["num_params"] * attrs["wpca.vpca"]
     assert attrs["seconds"] > 0

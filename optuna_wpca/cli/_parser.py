@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="lower end of a parameter band (default: the preset's: " + ", ".join(
                             f"{k} {p.budget.min_params:.3g}" for k, p in PRESETS.items() if p.budget.min_params)
                         + ", else none)")
-    search.add_argument("--proxy", default="wpca", help="proxy to maximise (default wpca; latency is minimised)")
+    search.add_argument("--proxy", action="append", default=None,
+                        help="proxy to score (default wpca); repeat it for a multi-objective study, e.g. --proxy "
+                        "wpca --proxy latency: each proxy's direction comes from the registry (latency and "
+                        "peak_memory are minimised, the others maximised)")
     search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
     search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
                         help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")

@@ -68,12 +68,13 @@ def run_search(args: argparse.Namespace) -> int:
             raise CLIError(f"--artifact-dir {args.artifact_dir!r} is a file, not a directory")
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
-    objective = ZeroCostObjective(space, args.proxy, batch=batch, device=args.device, seed=args.seed,
+    proxies = list(dict.fromkeys(args.proxy or ["wpca"]))
+    objective = ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
                                   artifact_store=store, **({} if args.eta is None else {"eta": args.eta}))
     storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
-                                direction=objective.directions[0], load_if_exists=True)
-    record_search(study, space, budget, proxies=[args.proxy], batch=batch.shape, ga=sampler.settings)
+                                directions=objective.directions, load_if_exists=True)
+    record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings)
     target = args.n_trials if args.n_trials is not None else sampler.n_trials
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = target - len(study.get_trials(deepcopy=False, states=finished))
@@ -131,17 +132,25 @@ class _StopOnInterrupt:
 
 
 def _print_best(study, space, top: int) -> None:
-    from optuna_wpca._study import top_trials
+    """The best trials (single objective) or the feasible Pareto front (several), then the first one's layers."""
+    from optuna_wpca._study import is_feasible, top_trials
 
-    best = top_trials(study, top)
+    names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
+    if len(study.directions) == 1:
+        best = top_trials(study, top)
+        heading = f"best {len(best)} distinct architectures"
+    else:
+        front = [t for t in study.best_trials if is_feasible(t)]
+        best = sorted(front, key=lambda t: t.values[0], reverse=study.directions[0].name == "MAXIMIZE")[:top]
+        heading = f"{len(front)} feasible trials on the Pareto front ({', '.join(names)}), {len(best)} shown"
     if not best:
         raise CLIError(f"study {study.study_name!r} has no completed feasible trial yet")
-    print(f"study {study.study_name!r}: {len(study.trials)} trials; best {len(best)} distinct architectures:")
+    print(f"study {study.study_name!r}: {len(study.trials)} trials; {heading}:")
     for t in best:
-        dims = t.user_attrs.get("pca_dims")
-        print(f"  trial {t.number:>5}  value {t.value:.6g}  params {t.user_attrs.get('num_params', 0):,}"
-              f"  pca_dims {dims}")
-    print(f"best architecture (trial {best[0].number}):")
+        values = "  ".join(f"{n} {v:.6g}" for n, v in zip(names, t.values))
+        print(f"  trial {t.number:>5}  {values}  params {t.user_attrs.get('num_params', 0):,}"
+              f"  pca_dims {t.user_attrs.get('pca_dims')}")
+    print(f"{'best' if len(study.directions) == 1 else 'first'} architecture (trial {best[0].number}):")
     for i, line in enumerate(space.describe(space.from_params(best[0].params))):
         print(f"  layer {i:>2}: {line}")
 
@@ -185,6 +194,10 @@ def run_export(args: argparse.Namespace) -> int:
 
     study, space = load_our_study(args)
     if args.trial is None:
+        if len(study.directions) > 1:
+            front = sorted(t.number for t in study.best_trials)
+            raise CLIError(f"study {args.study_name!r} has several objectives and no single best trial; pass "
+                           f"--trial N (Pareto front: {', '.join(map(str, front[:20]))}{' ...' if len(front) > 20 else ''})")
         best = top_trials(study, 1)
         if not best:
             raise CLIError(f"study {args.study_name!r} has no completed feasible trial to export")

@@ -69,7 +69,7 @@ def distill_top_trials(
             raise ValueError(f"hyperparameters() returned unknown TrainConfig fields {sorted(unknown)}")
         run_config = TrainConfig(**{**config.__dict__, **overrides})
         trial.set_user_attr("num_params", space.num_params(arch))
-        trial.set_user_attr("architecture", space.describe(arch))
+        trial.set_user_attr("architecture", space.summary(arch))
         model = StudentClassifier(space.build(arch, seed=run_config.seed), max(task.num_labels, 1),
                                   seed=run_config.seed, labels=task.labels)
         ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None

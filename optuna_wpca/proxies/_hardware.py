@@ -28,7 +28,8 @@ def latency(
     warmup: int = 3,
     repeats: int = 10,
 ) -> ProxyResult:
-    """Median wall time of a forward pass after warm-up, as LiteTransformerSearch measures it.
+    """Median wall time of a forward pass after warm-up, as LiteTransformerSearch measures it,
+    with its interquartile range (``latency_iqr_ms``) and slowest pass (``latency_max_ms``).
 
     The input is the first ``latency_seq_len`` tokens of the first ``latency_batch_size`` rows of
     ``batch``. On CUDA the peak allocated memory of one pass is recorded too.
@@ -54,7 +55,12 @@ def latency(
                 times.append(time.perf_counter() - start)
     finally:
         model.train(was_training)
-    parts = {"latency_ms": 1000 * statistics.median(times), "input": list(ids.shape), "repeats": repeats}
+    ms = sorted(1000 * t for t in times)
+    quartiles = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
+    # The median and the interquartile range: a few slow passes (another process, a page fault)
+    # move neither, where they would move a mean.
+    parts = {"latency_ms": statistics.median(ms), "latency_iqr_ms": quartiles[2] - quartiles[0],
+             "latency_max_ms": ms[-1], "input": list(ids.shape), "repeats": repeats}
     if device.type == "cuda":
         parts["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return ProxyResult(parts["latency_ms"], parts)

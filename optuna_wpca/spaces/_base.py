@@ -147,6 +147,10 @@ class SearchSpace(abc.ABC):
         """One short human-readable line per layer."""
         return [str(layer) for layer in arch.layers]
 
+    def summary(self, arch: Architecture) -> str:
+        """The architecture in one short line (the ``architecture`` attribute of a trial)."""
+        return " | ".join(" ".join(line.split()) for line in self.describe(arch))
+
     def to_dict(self) -> dict[str, Any]:
         """The space as JSON types (``type`` plus ``config()``), read back by ``space_from_dict``."""
         return {"type": self.kind, **self.config()}

@@ -191,3 +191,14 @@ class WPCASpace(SearchSpace):
 
     def describe(self, arch: Architecture) -> list[str]:
         return [f"{layer.block:<10} ffn {layer.ffn_size}" for layer in arch.layers]
+
+    def summary(self, arch: Architecture) -> str:
+        """One token per layer: B (BERT block) or M (MobileBERT block) and the FFN width.
+
+        Example:
+            >>> space = WPCASpace.tiny()
+            >>> space.summary(space.from_params({**{f"layer_{i:02d}_block": "bert" for i in range(6)},
+            ...                                  **{f"layer_{i:02d}_ffn_mult": 2 for i in range(6)}}))
+            'B264 B264 B264 B264 B264 B264'
+        """
+        return " ".join(f"{'B' if layer.block == 'bert' else 'M'}{layer.ffn_size}" for layer in arch.layers)

@@ -29,9 +29,8 @@ def main() -> None:
     study = optuna.create_study(sampler=sampler, storage=args.storage, direction="maximize")
     study.optimize(objective, n_trials=args.n_trials)
     best = study.best_trial
-    print(f"best W-PCA {best.value:.4g} with {best.user_attrs['num_params']:,} parameters:")
-    for line in best.user_attrs["architecture"]:
-        print(" ", line)
+    print(f"best W-PCA {best.value:.4g} with {best.user_attrs['num_params']:,} parameters: "
+          f"{best.user_attrs['architecture']}  (B/M: BERT/MobileBERT block, number: FFN width)")
 
 
 if __name__ == "__main__":
