@@ -1,0 +1,112 @@
+"""optuna-dashboard in a real headless browser (Debian's chromium): what a user sees of a search.
+
+The screenshots go to a temporary folder; with OPTUNA_WPCA_SCREENSHOTS=DIR they are also copied
+there (``docs/screenshots/`` holds the committed ones, taken on an idle machine).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import optuna
+import pytest
+
+from optuna_wpca.cli import main
+
+TINY_SPACE = '{"type": "wpca", "num_layers": 6, "hidden_size": 128, "bert_heads": 4, "mobilebert_heads": 2}'
+PAGES = {
+    "study-list": "dashboard",
+    "trial": "dashboard/studies/{single}/trials",
+    "pareto": "dashboard/studies/{pareto}",
+}
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        raise RuntimeError("these tests need Debian's chromium (apt-get install chromium); .ci/run installs it")
+    return found
+
+
+def _browser(url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--window-size=1400,1100", "--virtual-time-budget=15000", *args, url],
+                          capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory):
+    from test_dashboard import free_port
+
+    tmp = tmp_path_factory.mktemp("browser")
+    space = tmp / "space.json"
+    space.write_text(TINY_SPACE)
+    url, art = f"sqlite:///{tmp / 'nas.db'}", str(tmp / "artifacts")
+    common = ["--space", str(space), "--storage", url, "--batch-size", "8", "--seq-len", "64", "--quiet",
+              "--artifact-dir", art, "--sampler-seed", "0"]
+    assert main(["search", *common, "--study-name", "wpca", "--n-trials", "10", "--population-size", "5"]) == 0
+    assert main(["search", *common, "--study-name", "wpca-latency", "--n-trials", "16", "--population-size", "8",
+                 "--proxy", "wpca", "--proxy", "latency"]) == 0
+    ids = {s.study_name: s._study_id for s in optuna.get_all_study_summaries(url)}
+    port = free_port()
+    exe = Path(sys.executable).with_name("optuna-dashboard")
+    proc = subprocess.Popen([str(exe), url, "--host", "127.0.0.1", "--port", str(port), "--artifact-dir", art],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/meta", timeout=5).read()
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("optuna-dashboard did not start")
+            time.sleep(0.3)
+    yield base, {"single": ids["wpca"], "pareto": ids["wpca-latency"]}, tmp
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _text(base: str, page: str) -> str:
+    dom = _browser(f"{base}/{page}", "--dump-dom").stdout.decode()
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
+
+
+def test_the_trial_page_shows_the_note_the_picture_and_short_attributes(dashboard):
+    base, ids, _ = dashboard
+    text = _text(base, PAGES["trial"].format(**ids))
+    assert "Export it as a transformers directory" in text and "optuna-wpca export --storage sqlite:///" in text
+    assert "PCA dim" in text and "wpca" in text and "trial-00000-architecture.svg" in text
+    assert re.search(r"architecture ([BM]\d+ ){5}[BM]\d+", text)  # one short line, not one row per layer
+    assert "Objective 0" not in text
+
+
+def test_the_pareto_page_names_its_axes_after_the_proxies(dashboard):
+    base, ids, _ = dashboard
+    text = _text(base, PAGES["pareto"].format(**ids))
+    assert "Pareto Front" in text and "latency" in text and "wpca" in text
+    assert "Objective 0" not in text and "Objective 1" not in text
+
+
+def test_screenshots_of_the_study_list_the_trial_and_the_pareto_front(dashboard):
+    from PIL import Image
+
+    base, ids, tmp = dashboard
+    keep = os.environ.get("OPTUNA_WPCA_SCREENSHOTS")
+    for name, page in PAGES.items():
+        path = tmp / f"dashboard-{name}.png"
+        result = _browser(f"{base}/{page.format(**ids)}", f"--screenshot={path}")
+        assert path.is_file(), result.stderr.decode()[-2000:]
+        with Image.open(path) as image:
+            assert image.size == (1400, 1100)
+            colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
+            assert colours is not None and len(colours) > 50, f"{name}: a blank page"
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, Path(keep) / path.name)
