@@ -13,8 +13,11 @@ import torch
 import optuna_wpca
 from optuna_wpca import ProxyResult, register_proxy
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--n-trials", type=int, default=12)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--n-trials", type=int, default=12, help="evaluations (default 12)")
+parser.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///wpca.db, so that "
+                    "optuna-dashboard can open the study (default: in memory)")
+parser.add_argument("--study-name", default=None, help="study name (default: a generated one)")
 args = parser.parse_args()
 
 
@@ -34,7 +37,8 @@ with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
     json.dump(spec, f)
 space = optuna_wpca.load_space(f.name)  # what `optuna-wpca search --space FILE` reads
 
-study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna_wpca.WPCASampler(space, population_size=4))
+study = optuna.create_study(storage=args.storage, study_name=args.study_name, directions=["maximize", "maximize"],
+                            sampler=optuna_wpca.WPCASampler(space, population_size=4))
 objective = optuna_wpca.ZeroCostObjective(space, proxies=("wpca", "output_rank"),
                                           batch=optuna_wpca.text_batch(batch_size=8, seq_len=32))
 study.optimize(objective, n_trials=args.n_trials)

@@ -16,17 +16,20 @@ import optuna  # noqa: E402
 
 import optuna_wpca  # noqa: E402
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--n-trials", type=int, default=60)
-parser.add_argument("--population-size", type=int, default=20)
-parser.add_argument("--out", default="decoder_pareto.png")
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--n-trials", type=int, default=60, help="evaluations (default 60)")
+parser.add_argument("--population-size", type=int, default=20, help="GA population (default 20)")
+parser.add_argument("--out", default="decoder_pareto.png", help="figure of the Pareto front (default decoder_pareto.png)")
+parser.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///wpca.db, so that "
+                    "optuna-dashboard can open the study (default: in memory)")
+parser.add_argument("--study-name", default=None, help="study name (default: a generated one)")
 args = parser.parse_args()
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 space = optuna_wpca.DecoderSpace.small()
 objective = optuna_wpca.ZeroCostObjective(space, proxies=("wpca", "latency", "peak_memory"),
                                           batch=optuna_wpca.text_batch(batch_size=16, seq_len=64))
-study = optuna.create_study(directions=["maximize", "minimize", "minimize"],
+study = optuna.create_study(storage=args.storage, study_name=args.study_name, directions=["maximize", "minimize", "minimize"],
                             sampler=optuna_wpca.WPCASampler(space, population_size=args.population_size, seed=0))
 study.optimize(objective, n_trials=args.n_trials)
 ax = optuna.visualization.matplotlib.plot_pareto_front(

@@ -18,12 +18,12 @@ from optuna.storages.journal import JournalFileBackend
 
 import optuna_wpca
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--storage", required=True)
-parser.add_argument("--study-name", default="wpca-tiny-distributed")
-parser.add_argument("--n-trials", type=int, default=100)
-parser.add_argument("--batch-size", type=int, default=32)
-parser.add_argument("--seq-len", type=int, default=64)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--storage", required=True, help="postgresql://user:pass@host/db, or journal://FILE on one host")
+parser.add_argument("--study-name", default="wpca-tiny-distributed", help="study every worker joins")
+parser.add_argument("--n-trials", type=int, default=100, help="evaluations of all workers together (default 100)")
+parser.add_argument("--batch-size", type=int, default=32, help="sequences in the minibatch (default 32)")
+parser.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (default 64)")
 args = parser.parse_args()
 
 if args.storage.startswith("journal://"):

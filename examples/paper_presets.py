@@ -14,13 +14,13 @@ import optuna
 
 import optuna_wpca
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--preset", choices=("small", "tiny"), default="small")
-parser.add_argument("--population-size", type=int, default=50)
-parser.add_argument("--generations", type=int, default=40)
-parser.add_argument("--batch-size", type=int, default=128)
-parser.add_argument("--seq-len", type=int, default=128)
-parser.add_argument("--storage", default=None)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--preset", choices=("small", "tiny"), default="small", help="W-PCA-Small (<= 15.7M) or -Tiny (6 layers, <= 10M)")
+parser.add_argument("--population-size", type=int, default=50, help="GA population (default 50, the paper's)")
+parser.add_argument("--generations", type=int, default=40, help="GA generations (default 40, the paper's)")
+parser.add_argument("--batch-size", type=int, default=128, help="sequences in the minibatch (default 128)")
+parser.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
+parser.add_argument("--storage", default=None, help="Optuna storage URL, e.g. sqlite:///wpca.db (default: in memory)")
 args = parser.parse_args()
 
 space, budget = optuna_wpca.preset(f"wpca-{args.preset}")

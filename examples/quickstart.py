@@ -9,8 +9,8 @@ import optuna
 
 import optuna_wpca
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--n-trials", type=int, default=40)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--n-trials", type=int, default=40, help="evaluations (default 40)")
 parser.add_argument("--storage", default=None, help="Optuna storage URL (default: in memory)")
 args = parser.parse_args()
 

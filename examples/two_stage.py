@@ -18,13 +18,13 @@ import optuna
 import optuna_wpca
 from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--storage", default="sqlite:///two_stage.db")
-parser.add_argument("--search-trials", type=int, default=40)
-parser.add_argument("--kd-trials", type=int, default=6)
-parser.add_argument("--steps", type=int, default=300)
-parser.add_argument("--teacher-steps", type=int, default=200)
-parser.add_argument("--train-examples", type=int, default=3000)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--storage", default="sqlite:///two_stage.db", help="Optuna storage URL (default sqlite:///two_stage.db)")
+parser.add_argument("--search-trials", type=int, default=40, help="zero-cost evaluations (default 40)")
+parser.add_argument("--kd-trials", type=int, default=6, help="KD trials of the second study (default 6)")
+parser.add_argument("--steps", type=int, default=300, help="KD steps per student (default 300)")
+parser.add_argument("--teacher-steps", type=int, default=200, help="fine-tuning steps of the teacher (default 200)")
+parser.add_argument("--train-examples", type=int, default=3000, help="training sentences used (default 3000)")
 args = parser.parse_args()
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 start = time.perf_counter()

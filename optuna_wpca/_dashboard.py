@@ -31,6 +31,11 @@ def _short(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _value(value: float) -> str:
+    """A proxy value in full: whole or large ones with thousands separators, others to 4 digits."""
+    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1e4 else f"{value:.4g}"
+
+
 def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
                      values: dict[str, float] | None = None, pca_dims: list[int] | None = None) -> str:
     """A picture of the architecture drawn to be read as optuna-dashboard's 200 x 150 thumbnail too.
@@ -110,7 +115,7 @@ def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[st
     lines = [f"**{space.num_params(arch):,} parameters** ({space.count}), {arch.num_layers} layers, "
              f"hidden {arch.hidden_size}", ""]
     if values:
-        lines += ["| proxy | value |", "|---|---|"] + [f"| {k} | {v:,.6g} |" for k, v in values.items()] + [""]
+        lines += ["| proxy | value |", "|---|---|"] + [f"| {k} | {_value(v)} |" for k, v in values.items()] + [""]
     described = space.describe(arch)
     w = max(len(d) for d in described)
     table = [f"{'layer':>5}  {'choice':<{w}}  {'PCA dim':>7}"]

@@ -19,10 +19,10 @@ import pytest
 from optuna_wpca.cli import main
 
 TINY_SPACE = '{"type": "wpca", "num_layers": 6, "hidden_size": 128, "bert_heads": 4, "mobilebert_heads": 2}'
-PAGES = {
-    "study-list": "dashboard",
-    "trial": "dashboard/studies/{single}/trials",
-    "pareto": "dashboard/studies/{pareto}",
+PAGES = {  # name: (path, window height; the trial page is tall enough to show the picture's thumbnail)
+    "study-list": ("dashboard", 700),
+    "trial": ("dashboard/studies/{single}/trials", 1700),
+    "pareto": ("dashboard/studies/{pareto}", 1100),
 }
 
 
@@ -33,9 +33,9 @@ def _chromium() -> str:
     return found
 
 
-def _browser(url: str, *args: str) -> subprocess.CompletedProcess:
+def _browser(url: str, *args: str, height: int = 1100) -> subprocess.CompletedProcess:
     return subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           "--window-size=1400,1100", "--virtual-time-budget=15000", *args, url],
+                           f"--window-size=1400,{height}", "--virtual-time-budget=15000", *args, url],
                           capture_output=True, timeout=120)
 
 
@@ -80,7 +80,7 @@ def _text(base: str, page: str) -> str:
 
 def test_the_trial_page_shows_the_note_the_picture_and_short_attributes(dashboard):
     base, ids, _ = dashboard
-    text = _text(base, PAGES["trial"].format(**ids))
+    text = _text(base, PAGES["trial"][0].format(**ids))
     assert "Export it as a transformers directory" in text and "optuna-wpca export --storage sqlite:///" in text
     assert "PCA dim" in text and "wpca" in text and "trial-00000-architecture.svg" in text
     assert re.search(r"architecture ([BM]\d+ ){5}[BM]\d+", text)  # one short line, not one row per layer
@@ -89,7 +89,7 @@ def test_the_trial_page_shows_the_note_the_picture_and_short_attributes(dashboar
 
 def test_the_pareto_page_names_its_axes_after_the_proxies(dashboard):
     base, ids, _ = dashboard
-    text = _text(base, PAGES["pareto"].format(**ids))
+    text = _text(base, PAGES["pareto"][0].format(**ids))
     assert "Pareto Front" in text and "latency" in text and "wpca" in text
     assert "Objective 0" not in text and "Objective 1" not in text
 
@@ -99,12 +99,12 @@ def test_screenshots_of_the_study_list_the_trial_and_the_pareto_front(dashboard)
 
     base, ids, tmp = dashboard
     keep = os.environ.get("OPTUNA_WPCA_SCREENSHOTS")
-    for name, page in PAGES.items():
+    for name, (page, height) in PAGES.items():
         path = tmp / f"dashboard-{name}.png"
-        result = _browser(f"{base}/{page.format(**ids)}", f"--screenshot={path}")
+        result = _browser(f"{base}/{page.format(**ids)}", f"--screenshot={path}", height=height)
         assert path.is_file(), result.stderr.decode()[-2000:]
         with Image.open(path) as image:
-            assert image.size == (1400, 1100)
+            assert image.size == (1400, height)
             colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
             assert colours is not None and len(colours) > 50, f"{name}: a blank page"
         if keep:
