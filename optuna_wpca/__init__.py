@@ -44,7 +44,16 @@ from optuna_wpca.proxies import (
     register_proxy,
 )
 from optuna_wpca.sampler import WPCASampler
-from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, SearchSpace, WPCASpace, load_space, space_from_dict
+from optuna_wpca.spaces import (
+    Architecture,
+    DecoderSpace,
+    ELMSpace,
+    FlexiBERTSpace,
+    SearchSpace,
+    WPCASpace,
+    load_space,
+    space_from_dict,
+)
 
 __version__ = "0.1.0"
 
@@ -56,6 +65,7 @@ __all__ = [
     "Budget",
     "CandidateModel",
     "DecoderSpace",
+    "ELMSpace",
     "FlexiBERTConfig",
     "FlexiBERTModel",
     "FlexiBERTSpace",

@@ -25,7 +25,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from optuna_wpca.spaces import DecoderSpace, FlexiBERTSpace, SearchSpace, WPCASpace, space_from_dict
+from optuna_wpca.spaces import DecoderSpace, ELMSpace, FlexiBERTSpace, SearchSpace, WPCASpace, space_from_dict
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.study")
 
@@ -127,6 +127,9 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     "wpca-small": Preset(WPCASpace.small, Budget(max_params=15.7e6), "W-PCA-Small: 12 layers, <= 15.7M"),
     "wpca-tiny": Preset(WPCASpace.tiny, Budget(max_params=10e6), "W-PCA-Tiny: 6 layers, <= 10M"),
+    "elm-small": Preset(ELMSpace.small, Budget(max_params=15.7e6),
+                        "ELM-Small: the W-PCA-Small space with elastic heads, <= 15.7M"),
+    "elm-tiny": Preset(ELMSpace.tiny, Budget(max_params=10e6), "ELM-Tiny: 6 layers with elastic heads, <= 10M"),
     "lts-gpt2": Preset(DecoderSpace.lts_gpt2, Budget(max_params=12e6, min_params=5e6),
                        "LiteTransformerSearch GPT-2 decoders, 5M-12M non-embedding"),
     "flexibert": Preset(FlexiBERTSpace, Budget(), "NAS-Bench-BERT's FlexiBERT space, no budget"),

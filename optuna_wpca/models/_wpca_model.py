@@ -22,14 +22,20 @@ BLOCK_TYPES = ("bert", "mobilebert")
 
 @dataclass(frozen=True)
 class WPCALayerConfig:
+    """One layer: its block type, FFN width and (ELM's elastic heads) its number of attention heads;
+    ``heads=None`` takes the model's ``bert_heads`` / ``mobilebert_heads``."""
+
     block: str
     ffn_size: int
+    heads: int | None = None
 
     def __post_init__(self) -> None:
         if self.block not in BLOCK_TYPES:
             raise ValueError(f"unknown block type {self.block!r}; use one of {BLOCK_TYPES}")
         if int(self.ffn_size) <= 0:
             raise ValueError(f"ffn_size must be positive, got {self.ffn_size}")
+        if self.heads is not None and int(self.heads) <= 0:
+            raise ValueError(f"heads must be positive, got {self.heads}")
 
 
 @dataclass
@@ -89,10 +95,10 @@ class MobileBertEmbeddings(nn.Module):
 
 
 class BertBlock(nn.Module):
-    def __init__(self, config: WPCAConfig, ffn_size: int) -> None:
+    def __init__(self, config: WPCAConfig, ffn_size: int, heads: int | None = None) -> None:
         super().__init__()
         h = config.hidden_size
-        self.attention = SelfAttention(h, h, config.bert_heads)
+        self.attention = SelfAttention(h, h, heads or config.bert_heads)
         self.attention_out = nn.Linear(h, h)
         self.attention_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
         self.ffn_in = nn.Linear(h, ffn_size)
@@ -106,12 +112,12 @@ class BertBlock(nn.Module):
 
 
 class MobileBertBlock(nn.Module):
-    def __init__(self, config: WPCAConfig, ffn_size: int) -> None:
+    def __init__(self, config: WPCAConfig, ffn_size: int, heads: int | None = None) -> None:
         super().__init__()
         h, b = config.hidden_size, config.bottleneck_size
         self.bottleneck_in = nn.Linear(h, b)
         self.bottleneck_norm = NoNorm(b)
-        self.attention = SelfAttention(b, b, config.mobilebert_heads)
+        self.attention = SelfAttention(b, b, heads or config.mobilebert_heads)
         self.attention_out = nn.Linear(b, b)
         self.attention_norm = NoNorm(b)
         self.ffn_in = nn.Linear(b, ffn_size)
@@ -148,7 +154,7 @@ class WPCAModel(CandidateModel):
         def build() -> None:
             self.embeddings = MobileBertEmbeddings(config)
             self.layers = nn.ModuleList(
-                BertBlock(config, layer.ffn_size) if layer.block == "bert" else MobileBertBlock(config, layer.ffn_size)
+                (BertBlock if layer.block == "bert" else MobileBertBlock)(config, layer.ffn_size, layer.heads)
                 for layer in config.layers
             )
 

@@ -170,10 +170,11 @@ class SearchSpace(abc.ABC):
 
 def _space_types() -> dict[str, type[SearchSpace]]:
     from optuna_wpca.spaces._decoder import DecoderSpace
+    from optuna_wpca.spaces._elm import ELMSpace
     from optuna_wpca.spaces._flexibert import FlexiBERTSpace
     from optuna_wpca.spaces._wpca import WPCASpace
 
-    return {cls.kind: cls for cls in (WPCASpace, FlexiBERTSpace, DecoderSpace)}
+    return {cls.kind: cls for cls in (WPCASpace, ELMSpace, FlexiBERTSpace, DecoderSpace)}
 
 
 def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:
