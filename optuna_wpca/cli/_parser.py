@@ -7,7 +7,7 @@ import argparse
 from optuna_wpca._study import PRESETS
 from optuna_wpca.cli._distill import run_distill
 from optuna_wpca.cli._rank import run_rank
-from optuna_wpca.cli._study_commands import run_export, run_search, run_show
+from optuna_wpca.cli._study_commands import run_export, run_refine, run_search, run_show
 from optuna_wpca.models._base import COUNT_CONVENTIONS
 from optuna_wpca._text import DEFAULT_BATCH_SIZE
 from optuna_wpca.proxies import DEFAULT_ETA
@@ -126,6 +126,22 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--study-name", default="optuna-wpca", help="study name")
     show.add_argument("--top", type=int, default=5, help="trials to print (default 5)")
     show.set_defaults(func=run_show)
+
+    refine = sub.add_parser(
+        "refine", help="ELM's refinement of a trial: fewer heads (CKA), FFN widths moved to the PCA dims; "
+        "scored as a new trial of the same study",
+        description="Refine a completed trial (CKA-guided head reduction on an ELM space, PCA-guided FFN widths), "
+        "enqueue the result in the same study with the user attribute refined_from, and score it with the "
+        "study's proxies and minibatch shape (bundled text).")
+    refine.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
+    refine.add_argument("--study-name", default="optuna-wpca", help="the zero-cost study")
+    refine.add_argument("--trial", type=int, default=None, help="trial to refine (default: the best feasible one)")
+    refine.add_argument("--cka-threshold", type=float, default=0.9,
+                        help="drop a head whose CKA with a kept head exceeds this (default 0.9)")
+    refine.add_argument("--no-heads", action="store_true", help="leave the head counts alone")
+    refine.add_argument("--no-widths", action="store_true", help="leave the FFN widths alone")
+    refine.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    refine.set_defaults(func=run_refine)
 
     distill = sub.add_parser(
         "distill", help="train the top-k trials of a study by knowledge distillation (a second study, <name>-kd)",

@@ -251,3 +251,47 @@ def _export_tokenizer(path: str | None):
         return load_tokenizer(path)
     except (OSError, ValueError) as err:
         raise CLIError(f"--tokenizer {path!r}: {str(err).splitlines()[0]}") from None
+
+
+def run_refine(args: argparse.Namespace) -> int:
+    """``optuna-wpca refine``: refine a trial, enqueue it in the same study and score it there."""
+    import optuna
+
+    from optuna_wpca._objective import ZeroCostObjective
+    from optuna_wpca._refine import refine
+    from optuna_wpca._study import read_search, top_trials
+    from optuna_wpca._text import text_batch
+
+    study, space = load_our_study(args)
+    record = read_search(study)
+    number = args.trial
+    if number is None:
+        if len(study.directions) > 1:
+            raise CLIError(f"study {args.study_name!r} has several objectives; pass --trial N")
+        best = top_trials(study, 1)
+        if not best:
+            raise CLIError(f"study {args.study_name!r} has no completed feasible trial to refine")
+        number = best[0].number
+    batch_size, seq_len = record.batch or (16, 128)
+    batch = text_batch(batch_size=batch_size, seq_len=seq_len)
+    try:
+        result = refine(study, number, batch=batch, cka_threshold=args.cka_threshold, heads=not args.no_heads,
+                        widths=not args.no_widths, device=args.device)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    print(f"trial {number}: {space.summary(result.before)}  ({space.num_params(result.before):,} parameters)")
+    print(f"refined:  {space.summary(result.architecture)}  ({space.num_params(result.architecture):,} parameters)")
+    print(f"  PCA dims {result.pca_dims}; heads kept by CKA {result.kept_heads}"
+          + (f"; width changes undone for the budget in layers {result.reverted_layers}" if result.reverted_layers else ""))
+    if not result.changed:
+        print("nothing to change: no trial enqueued")
+        return 0
+    objective = ZeroCostObjective(space, proxies=record.proxies or ("wpca",), batch=batch, device=args.device)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study.sampler = optuna.samplers.RandomSampler()  # the enqueued parameters are fixed; nothing is sampled
+    study.optimize(objective, n_trials=1)
+    trial = study.trials[-1]
+    names = study.metric_names or ["value"]
+    values = ", ".join(f"{n} {v:.6g}" for n, v in zip(names, trial.values or []))
+    print(f"scored as trial {trial.number} ({trial.state.name}{': ' + values if values else ''})")
+    return 0
