@@ -295,3 +295,36 @@ def test_a_teacher_without_or_with_broken_weights_is_a_clear_error(tmp_path):
     weights.unlink()
     with pytest.raises(ValueError, match="has no weights"):
         load_teacher(teacher)
+
+
+def test_pkd_matches_the_pattern_of_a_channel_not_its_scale():
+    from optuna_wpca.distill import pkd_loss
+
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(2, 10, 4, generator=g)
+    scaled = 3.0 * t + torch.tensor([1.0, -2.0, 0.5, 7.0])  # per-channel scale and offset
+    assert pkd_loss(scaled, t).item() < 1e-6
+    assert torch.nn.functional.mse_loss(scaled, t).item() > 1.0
+    assert pkd_loss(torch.randn(2, 10, 4, generator=g), t).item() > 0.5
+
+
+def test_dist_compares_relations_of_the_predictions():
+    from optuna_wpca.distill import dist_loss
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(8, 3, generator=g)
+    assert dist_loss(z, z).item() == pytest.approx(0.0, abs=1e-6)
+    assert dist_loss(z.flip(-1), z).item() > 0.1
+    s = z.clone().requires_grad_(True)
+    dist_loss(s, torch.randn(8, 3, generator=g)).backward()
+    assert s.grad is not None and torch.isfinite(s.grad).all()
+
+
+def test_kd_training_with_elms_losses(teacher, task):
+    with pytest.raises(ValueError, match="feature_loss must be one of"):
+        TrainConfig(feature_loss="cosine")
+    config = TrainConfig(steps=20, learning_rate=2e-3, warmup_ratio=0.0, feature_loss="pkd", logit_loss="dist", **FAST)
+    result = train(student(), task, config, teacher=teacher)
+    losses = [h["loss"] for h in result.history]
+    assert all(math.isfinite(x) for x in losses) and sum(losses[-5:]) < sum(losses[:5]), losses
+    assert {"embeddings", "attention", "ffn", "logits"} <= set(result.history[0])

@@ -37,7 +37,8 @@ def run_distill(args: argparse.Namespace) -> int:
               "hyperband": optuna.pruners.HyperbandPruner(min_resource=args.eval_every, max_resource=args.steps)}[
         args.pruner]
     config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
-                         learning_rate=args.learning_rate, gamma=args.gamma, eval_every=args.eval_every,
+                         learning_rate=args.learning_rate, gamma=args.gamma, feature_loss=args.feature_loss,
+                         logit_loss=args.logit_loss, eval_every=args.eval_every,
                          checkpoint_every=args.eval_every, device=args.device, seed=args.seed)
     kd = distill_top_trials(study, space, task, k=args.k, teacher=teacher, config=config, pruner=pruner,
                             checkpoint_root=args.checkpoint_dir, save_root=args.save_dir, progress=not args.quiet)

@@ -161,7 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--batch-size", type=int, default=32)
     distill.add_argument("--max-seq-len", type=int, default=64)
     distill.add_argument("--learning-rate", type=float, default=3e-4)
-    distill.add_argument("--gamma", type=float, default=1.0, help="weight of the soft cross-entropy on logits")
+    distill.add_argument("--gamma", type=float, default=1.0, help="weight of the logit loss")
+    distill.add_argument("--feature-loss", choices=("mse", "pkd"), default="mse",
+                         help="loss on embeddings, attention and layer outputs: mse (the paper's) or pkd (ELM's "
+                         "channel-standardised MSE)")
+    distill.add_argument("--logit-loss", choices=("soft_ce", "dist"), default="soft_ce",
+                         help="loss on logits: soft_ce (the paper's) or dist (ELM's relational DIST)")
     distill.add_argument("--eval-every", type=int, default=100, help="steps between dev evaluations (and reports)")
     distill.add_argument("--pruner", choices=("none", "median", "hyperband"), default="hyperband")
     distill.add_argument("--checkpoint-dir", default=None, help="resumable checkpoints per KD trial")

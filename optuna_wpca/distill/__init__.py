@@ -1,6 +1,6 @@
 """Train only the winners: knowledge distillation of searched students from a pretrained teacher."""
 
-from optuna_wpca.distill._losses import Projections, kd_loss, soft_cross_entropy
+from optuna_wpca.distill._losses import Projections, dist_loss, kd_loss, pkd_loss, soft_cross_entropy
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
@@ -24,7 +24,9 @@ __all__ = [
     "evaluate",
     "distill_top_trials",
     "finetune_teacher",
+    "dist_loss",
     "kd_loss",
+    "pkd_loss",
     "layer_mapping",
     "load_glue_files",
     "load_task",

@@ -20,6 +20,10 @@ class TrainConfig:
     warmup_ratio: float = 0.1
     gamma: float = 1.0
     temperature: float = 1.0
+    #: ``"mse"`` (the paper's) or ``"pkd"`` (ELM's channel-standardised MSE) on the features.
+    feature_loss: str = "mse"
+    #: ``"soft_ce"`` (the paper's) or ``"dist"`` (ELM's relational loss) on the logits.
+    logit_loss: str = "soft_ce"
     eval_every: int = 100
     checkpoint_every: int = 100
     eval_limit: int | None = None
@@ -34,6 +38,12 @@ class TrainConfig:
             raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        from optuna_wpca.distill._losses import FEATURE_LOSSES, LOGIT_LOSSES
+
+        if self.feature_loss not in FEATURE_LOSSES:
+            raise ValueError(f"feature_loss must be one of {FEATURE_LOSSES}, got {self.feature_loss!r}")
+        if self.logit_loss not in LOGIT_LOSSES:
+            raise ValueError(f"logit_loss must be one of {LOGIT_LOSSES}, got {self.logit_loss!r}")
 
 
 @dataclass

@@ -283,7 +283,7 @@ def _kd_step(kd: _KD, model: nn.Module, batch: dict[str, torch.Tensor], cached: 
     student = {"embeddings": rec_s.outputs["embeddings"][0], "attention": rec_s.outputs["attention"],
                "ffn": rec_s.outputs["ffn"], "logits": s_logits}
     return kd_loss(student, teacher_side, kd.projections, kd.mapping, gamma=config.gamma,
-                   temperature=config.temperature)
+                   temperature=config.temperature, feature_loss=config.feature_loss, logit_loss=config.logit_loss)
 
 
 def _dev_kd_loss(kd: _KD, model: nn.Module, data: dict[str, torch.Tensor], device: Any) -> float:
