@@ -8,9 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import optuna
@@ -41,7 +38,7 @@ def _browser(url: str, *args: str, height: int = 1100) -> subprocess.CompletedPr
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
-    from test_dashboard import free_port
+    from test_dashboard import running_dashboard
 
     tmp = tmp_path_factory.mktemp("browser")
     space = tmp / "space.json"
@@ -53,24 +50,8 @@ def dashboard(tmp_path_factory):
     assert main(["search", *common, "--study-name", "wpca-latency", "--n-trials", "16", "--population-size", "8",
                  "--proxy", "wpca", "--proxy", "latency"]) == 0
     ids = {s.study_name: s._study_id for s in optuna.get_all_study_summaries(url)}
-    port = free_port()
-    exe = Path(sys.executable).with_name("optuna-dashboard")
-    proc = subprocess.Popen([str(exe), url, "--host", "127.0.0.1", "--port", str(port), "--artifact-dir", art],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/api/meta", timeout=5).read()
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError("optuna-dashboard did not start")
-            time.sleep(0.3)
-    yield base, {"single": ids["wpca"], "pareto": ids["wpca-latency"]}, tmp
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_dashboard(url, art) as base:
+        yield base, {"single": ids["wpca"], "pareto": ids["wpca-latency"]}, tmp
 
 
 def _text(base: str, page: str) -> str:

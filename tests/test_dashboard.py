@@ -1,5 +1,6 @@
 """The real optuna-dashboard server, on a loopback port, reads back what the plugin wrote."""
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -41,6 +42,13 @@ def dashboard(tmp_path_factory):
     # The budget is given once, to the sampler; the sampler and the objective record the search.
     study.optimize(ZeroCostObjective(space, batch=text_batch(batch_size=4, seq_len=16), artifact_store=store),
                    n_trials=4)
+    with running_dashboard(url, artifacts) as base:
+        yield base, study, space
+
+
+@contextlib.contextmanager
+def running_dashboard(url, artifacts):
+    """The real optuna-dashboard on a free loopback port; its base URL once it answers."""
     port = free_port()
     exe = Path(sys.executable).with_name("optuna-dashboard")
     proc = subprocess.Popen([str(exe), url, "--host", "127.0.0.1", "--port", str(port), "--artifact-dir",
@@ -56,9 +64,11 @@ def dashboard(tmp_path_factory):
                 proc.kill()
                 raise RuntimeError("optuna-dashboard did not start")
             time.sleep(0.3)
-    yield base, study, space
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_study_and_trials_over_http(dashboard):
