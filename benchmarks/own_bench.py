@@ -32,6 +32,7 @@ teacher gives) and every KD run reads them instead of running the teacher at eac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import os
@@ -57,9 +58,21 @@ from optuna_wpca.distill import (
     load_teacher,
     train,
 )
+from optuna_wpca.distill._pretrain import MLMConfig, pretrain_mlm, wikitext_mlm_corpus
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 MODES = ("labels", "kd")
+#: The masked-LM task (``--task mlm``): one run per (architecture, seed), scored by the held-out loss.
+MLM_MODE = "mlm"
+#: The pilot (``plan --task mlm --pilot``): 10 architectures, slot 0 of 10 of the 12 (depth, size)
+#: cells, both ends of the parameter band at every depth; every run measured at each PILOT_STEPS.
+PILOT = ("d4-b0-0", "d4-b1-0", "d4-b3-0", "d5-b0-0", "d5-b2-0", "d5-b3-0", "d6-b0-0", "d6-b1-0", "d6-b2-0",
+         "d6-b3-0")
+PILOT_STEPS = (200, 400, 800)
+#: The rule that picks the full run's step count, fixed before the pilot ran (see ``pilot_choice``).
+PILOT_RULE = ("the cheapest step count of PILOT_STEPS whose seed-noise Kendall tau (seed 0 vs seed 1 "
+              "held-out loss over the pilot architectures) is at least 0.8; none qualifying: no full run")
+
 #: Exported metric -> (training mode, value of a finished run). Accuracy is the headline; the dev
 #: log-likelihood is continuous, so it separates architectures that tie on a ~1,000-sentence dev set.
 METRICS = {
@@ -103,13 +116,21 @@ def sample_architectures(n: int, depths, hidden: int, band: tuple[float, float],
             for (depth, bucket) in cells for j, entry in enumerate(chosen[(depth, bucket)])]
 
 
+def mlm_recipe(args) -> dict:
+    return {"task": "mlm", "text": "bundled WikiText-2, every 5th test article held out",
+            "batch_size": args.batch_size, "seq_len": args.max_seq_len, "learning_rate": args.learning_rate,
+            "warmup_steps": 100, "schedule": "constant after warm-up", "weight_decay": 0.01, "mask_rate": 0.15,
+            "eval_seed": 0, "seeds": args.seeds}
+
+
 def open_study(args) -> optuna.Study:
     if "://" in args.storage:
         storage: optuna.storages.BaseStorage | str = args.storage
     else:
         Path(args.storage).parent.mkdir(parents=True, exist_ok=True)
         storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(args.storage))
-    return optuna.create_study(study_name=args.study_name, storage=storage, direction="maximize",
+    direction = "minimize" if args.task == "mlm" else "maximize"  # held-out loss / accuracy
+    return optuna.create_study(study_name=args.study_name, storage=storage, direction=direction,
                                load_if_exists=True)
 
 
@@ -127,7 +148,8 @@ def job_key(arch_id: str, seed: int, mode: str) -> str:
 
 def plan(args, study: optuna.Study) -> None:
     settings = {"n": args.n, "depths": args.depths, "hidden": args.hidden, "band": args.band,
-                "buckets": args.buckets, "arch_seed": args.arch_seed, "recipe": recipe(args)}
+                "buckets": args.buckets, "arch_seed": args.arch_seed,
+                "recipe": mlm_recipe(args) if args.task == "mlm" else recipe(args)}
     saved = study.user_attrs.get("settings")
     if saved is not None and saved != json.loads(json.dumps(settings)):
         raise SystemExit(f"study {args.study_name!r} was planned with other settings; use another --study-name "
@@ -138,6 +160,9 @@ def plan(args, study: optuna.Study) -> None:
     study.set_user_attr("architectures", [
         {"id": a["id"], "space": a["space"].to_dict(), "params": a["space"].to_params(a["arch"]),
          "num_params": a["num_params"], "bucket": a["bucket"]} for a in archs])
+    if args.task == "mlm":
+        plan_mlm(args, study, archs)
+        return
     live = {t.user_attrs.get("job") for t in study.get_trials(deepcopy=False)
             if t.state in (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)}
     # Round robin over the (depth, bucket) cells, every seed and mode of an architecture together: a
@@ -152,6 +177,36 @@ def plan(args, study: optuna.Study) -> None:
                                         user_attrs={"job": key, "arch_id": a["id"], "seed": seed, "mode": mode})
                     added += 1
     print(f"planned {len(archs)} architectures; {added} runs enqueued", flush=True)
+
+
+def plan_mlm(args, study: optuna.Study, archs: list[dict]) -> None:
+    """Enqueue masked-LM runs: the pilot (every PILOT_STEPS on the PILOT architectures) or the full
+    run at ``--steps`` on every architecture whose runs do not already measure that step count."""
+    if args.pilot:
+        steps, checkpoints = max(args.pilot_steps), list(args.pilot_steps)
+        chosen = [a for a in archs if a["id"] in args.pilot_ids]
+    else:
+        steps, checkpoints, chosen = args.steps, [args.steps], archs
+        saved = study.user_attrs.get("steps")
+        if saved is not None and saved != steps:
+            raise SystemExit(f"the full masked-LM run was planned at {saved} steps, not {steps}")
+        study.set_user_attr("steps", steps)
+    covered: set[tuple[str, int]] = set()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)):
+        for s in t.user_attrs.get("checkpoints", []):
+            covered.add((t.user_attrs["job"], s))
+    added = 0
+    for a in sorted(chosen, key=lambda a: a["slot"]):
+        for seed in args.seeds:
+            key = job_key(a["id"], seed, MLM_MODE)
+            if all((key, s) in covered for s in checkpoints):
+                continue
+            study.enqueue_trial(a["space"].to_params(a["arch"]),
+                                user_attrs={"job": key, "arch_id": a["id"], "seed": seed, "mode": MLM_MODE,
+                                            "steps": steps, "checkpoints": checkpoints})
+            added += 1
+    what = f"pilot of {len(chosen)} architectures at {checkpoints} steps" if args.pilot else f"{steps} steps"
+    print(f"masked-LM {what}: {added} runs enqueued", flush=True)
 
 
 def boot_id() -> str:
@@ -175,7 +230,8 @@ def recover(study: optuna.Study, takeover: bool = False) -> None:
         elif not takeover:
             continue
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        attrs = {k: t.user_attrs[k] for k in ("job", "arch_id", "seed", "mode")}
+        attrs = {k: t.user_attrs[k] for k in ("job", "arch_id", "seed", "mode", "steps", "checkpoints")
+                 if k in t.user_attrs}
         study.enqueue_trial(t.params, user_attrs=attrs)
         print(f"run {attrs['job']} of dead worker {t.user_attrs.get('pid')} enqueued again", flush=True)
 
@@ -226,6 +282,9 @@ def work(args, study: optuna.Study) -> None:
     if not waiting:
         print("no run left to do", flush=True)
         return
+    if args.task == "mlm":
+        work_mlm(args, study)
+        return
     task = load_task("rt-sentiment", seed=0)
     tpath = teacher_path(args)
     teacher = load_teacher(tpath, num_labels=2, device=args.device)
@@ -268,6 +327,155 @@ def work(args, study: optuna.Study) -> None:
 
     while study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         study.optimize(objective, n_trials=1, catch=(FloatingPointError,))
+
+
+def work_mlm(args, study: optuna.Study) -> None:
+    corpus = wikitext_mlm_corpus()
+    by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
+
+    def objective(trial: optuna.Trial) -> float:
+        if "job" not in trial.user_attrs:
+            raise optuna.TrialPruned("no enqueued run left")
+        for key, value in (("host", socket.gethostname()), ("pid", os.getpid()), ("boot", boot_id()),
+                           ("threads", torch.get_num_threads())):
+            trial.set_user_attr(key, value)
+        space = space_from_dict(by_id[trial.user_attrs["arch_id"]]["space"])
+        arch = space.suggest(trial)
+        seed = trial.user_attrs["seed"]
+        config = MLMConfig(steps=trial.user_attrs["steps"], checkpoints=tuple(trial.user_attrs["checkpoints"]),
+                           batch_size=args.batch_size, seq_len=args.max_seq_len, learning_rate=args.learning_rate,
+                           seed=seed, device=args.device)
+        result = pretrain_mlm(space.build(arch, seed=seed), corpus, config)
+        trial.set_user_attr("losses", {str(k): v for k, v in result.losses.items()})
+        trial.set_user_attr("step_seconds", {str(k): v for k, v in result.train_seconds.items()})
+        trial.set_user_attr("train_seconds", result.seconds)
+        trial.set_user_attr("eval_seconds", result.eval_seconds)
+        trial.set_user_attr("predicted_tokens", result.predicted_tokens)
+        print(f"{trial.user_attrs['job']:<18} held-out loss "
+              + " ".join(f"{k}:{v:.4f}" for k, v in result.losses.items()) + f" ({result.seconds:.0f} s)", flush=True)
+        return result.loss
+
+    while study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        study.optimize(objective, n_trials=1, catch=(FloatingPointError,))
+
+
+def pilot_choice(noise: dict[int, dict | None]) -> int | None:
+    """PILOT_RULE: the cheapest step count whose seed-noise Kendall tau is at least 0.8, else None."""
+    for steps in sorted(noise):
+        measured = noise[steps]
+        if measured is not None and measured["kendall_tau"] >= 0.8:
+            return steps
+    return None
+
+
+def export_mlm(args, study: optuna.Study) -> dict:
+    """Add the masked-LM metrics to the benchmark file: ``mlm@S`` (minus the held-out loss after S
+    steps) for every measured S, ``mlm`` at the full run's step count, and the pilot's table."""
+    path = Path(args.out)
+    if path.is_file():
+        out = json.loads(path.read_text())
+    else:  # no classification export yet: the architectures alone
+        out = {"format": "optuna-wpca benchmark 1", "default_metric": "mlm", "metrics": {}, "seed_noise": {},
+               "entries": [{**a, "depth": a["space"]["num_layers"], "runs": {}, "train_seconds": {}, "scores": {}}
+                           for a in study.user_attrs["architectures"]]}
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    full = study.user_attrs.get("steps")
+    seeds = study.user_attrs["settings"]["recipe"]["seeds"]
+    runs: dict[str, dict[str, dict[str, float]]] = {}  # metric -> arch -> seed -> score
+    seconds: dict[str, dict[str, dict[str, float]]] = {}
+    for t in done:
+        for s, loss in t.user_attrs["losses"].items():
+            names = [f"mlm@{s}"] + (["mlm"] if full is not None and int(s) == full else [])
+            for name in names:
+                runs.setdefault(name, {}).setdefault(t.user_attrs["arch_id"], {})[str(t.user_attrs["seed"])] = -loss
+                seconds.setdefault(name, {}).setdefault(t.user_attrs["arch_id"], {})[str(t.user_attrs["seed"])] = \
+                    t.user_attrs["step_seconds"][s]
+    for entry in out["entries"]:
+        for metric in [m for m in list(entry["runs"]) if m == "mlm" or m.startswith("mlm@")]:
+            del entry["runs"][metric]
+            entry["scores"].pop(metric, None)
+        for metric, by_arch in runs.items():
+            r = by_arch.get(entry["id"])
+            if r:
+                entry["runs"][metric] = r
+                entry["train_seconds"][metric] = seconds[metric][entry["id"]]
+                if len(r) == len(seeds):
+                    entry["scores"][metric] = float(np.mean(list(r.values())))
+    for metric in list(out["metrics"]):
+        if metric == "mlm" or metric.startswith("mlm@"):
+            del out["metrics"][metric]
+    for metric in sorted(runs, key=lambda m: (m != "mlm", len(m), m)):
+        steps = full if metric == "mlm" else int(metric.split("@")[1])
+        out["metrics"][metric] = (f"minus the held-out masked-LM loss (mean cross-entropy per masked token of the "
+                                  f"held-out WikiText-2 articles) after {steps} steps of pretraining from scratch, "
+                                  f"mean over seeds (higher is better)")
+    out["mlm"] = {"settings": study.user_attrs["settings"], "steps": full, "runs_done": len(done),
+                  "runs_planned": len(study.get_trials(deepcopy=False)) - sum(
+                      t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False)),
+                  "train_seconds_total": float(sum(t.user_attrs["train_seconds"] for t in done)),
+                  "predicted_tokens": max((t.user_attrs["predicted_tokens"] for t in done), default=0),
+                  "pilot": {"architectures": list(args.pilot_ids), "steps": list(args.pilot_steps),
+                            "rule": PILOT_RULE}}
+    for metric in [m for m in list(out["seed_noise"]) if m == "mlm" or m.startswith("mlm@")]:
+        del out["seed_noise"][metric]
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    noise = add_seed_noise(out, path, list(runs))
+    table = []
+    for s in args.pilot_steps:
+        pilot_runs = [t for t in done if t.user_attrs["arch_id"] in args.pilot_ids and str(s) in t.user_attrs["losses"]]
+        measured = _pilot_noise(path, f"mlm@{s}", args.pilot_ids)
+        table.append({"steps": s, "runs": len(pilot_runs), "seed_noise": measured,
+                      "seconds_per_run": float(np.median([t.user_attrs["step_seconds"][str(s)] for t in pilot_runs]))
+                      if pilot_runs else None})
+    complete = all(row["runs"] == len(args.pilot_ids) * len(seeds) for row in table)
+    out["mlm"]["pilot"]["table"] = table
+    out["mlm"]["pilot"]["choice"] = pilot_choice({row["steps"]: row["seed_noise"] for row in table}) if complete else None
+    out["mlm"]["pilot"]["complete"] = complete
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}: {len(done)} masked-LM runs", flush=True)
+    for row in table:
+        n = row["seed_noise"]
+        print(f"pilot {row['steps']:>5} steps: {row['runs']} runs, seed-noise tau "
+              + (f"{n['kendall_tau']:.3f} (within depth {n['within_depth']['mean']['kendall_tau']:.3f})" if n else "-")
+              + (f", {row['seconds_per_run']:.0f} s per run" if row["seconds_per_run"] else ""), flush=True)
+    print(f"pilot choice by the rule: {out['mlm']['pilot']['choice']}" + ("" if complete else " (pilot not complete)"))
+    for metric, measured in noise.items():
+        print(format_seed_noise(measured, metric), flush=True)
+    return out
+
+
+def _pilot_noise(path: Path, metric: str, pilot_ids) -> dict | None:
+    """Seed noise of ``metric`` over the pilot architectures only."""
+    try:
+        bench = load_benchmark(path, metric=metric)
+    except ValueError:
+        return None
+    keep = [i for i, x in enumerate(bench.ids) if x in pilot_ids]
+    if len(keep) < 3:
+        return None
+    sub = dataclasses.replace(bench, archs=[bench.archs[i] for i in keep], scores=[bench.scores[i] for i in keep],
+                              ids=[bench.ids[i] for i in keep],
+                              spaces=[bench.spaces[i] for i in keep] if bench.spaces else [],
+                              seed_runs=[bench.seed_runs[i] for i in keep])
+    return seed_noise(sub)
+
+
+def add_seed_noise(out: dict, path: Path, metrics: list[str]) -> dict:
+    """``out["seed_noise"][metric]`` for each metric with enough complete entries, as ``rank`` prints it,
+    plus the mean absolute score difference between the two seeds; the file is rewritten."""
+    noise = out["seed_noise"]
+    for metric in metrics:
+        try:
+            bench = load_benchmark(path, metric=metric)
+        except ValueError:  # fewer than 2 architectures have every seed of this metric yet
+            continue
+        measured = seed_noise(bench)
+        if measured is not None and measured["n"] >= 3:
+            a, b = measured["seeds"]
+            measured["mean_abs_difference"] = float(np.mean([abs(r[a] - r[b]) for r in bench.seed_runs]))
+            noise[metric] = measured
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    return {m: noise[m] for m in metrics if m in noise}
 
 
 def export(args, study: optuna.Study) -> dict:
@@ -321,21 +529,21 @@ def export(args, study: optuna.Study) -> dict:
     }
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file():  # the masked-LM metrics come from another study (export --task mlm): keep them
+        old = json.loads(path.read_text())
+        by_id = {e["id"]: e for e in old.get("entries", [])}
+        for entry in entries:
+            for part in ("runs", "scores", "train_seconds"):
+                entry[part].update({k: v for k, v in by_id.get(entry["id"], {}).get(part, {}).items()
+                                    if k == "mlm" or k.startswith("mlm@")})
+        out["metrics"].update({k: v for k, v in old.get("metrics", {}).items() if k == "mlm" or k.startswith("mlm@")})
+        out["seed_noise"].update({k: v for k, v in old.get("seed_noise", {}).items()
+                                  if k == "mlm" or k.startswith("mlm@")})
+        if "mlm" in old:
+            out["mlm"] = old["mlm"]
     path.write_text(json.dumps(out, indent=1) + "\n")
-    # The seed noise is the one `optuna-wpca rank` prints, read back from the file just written, plus
-    # the mean absolute score difference between the two seeds.
-    noise = out["seed_noise"]
-    for metric in METRICS:
-        try:
-            bench = load_benchmark(path, metric=metric)
-        except ValueError:  # fewer than 2 architectures have every seed of this metric yet
-            continue
-        measured = seed_noise(bench)
-        if measured is not None and measured["n"] >= 3:
-            a, b = measured["seeds"]
-            measured["mean_abs_difference"] = float(np.mean([abs(r[a] - r[b]) for r in bench.seed_runs]))
-            noise[metric] = measured
-    path.write_text(json.dumps(out, indent=1) + "\n")
+    # The seed noise is the one `optuna-wpca rank` prints, read back from the file just written.
+    noise = add_seed_noise(out, path, list(METRICS))
     print(f"wrote {args.out}: {out['runs_done']}/{out['runs_planned']} runs", flush=True)
     for metric, measured in noise.items():
         print(format_seed_noise(measured, metric), flush=True)
@@ -345,6 +553,12 @@ def export(args, study: optuna.Study) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", nargs="?", default="all", choices=("all", "plan", "work", "export"))
+    parser.add_argument("--task", default="rt-sentiment", choices=("rt-sentiment", "mlm"),
+                        help="rt-sentiment: labels and KD runs scored by dev accuracy; mlm: masked-LM pretraining "
+                             "from scratch scored by the held-out loss (its own study and journal)")
+    parser.add_argument("--pilot", action="store_true",
+                        help="with --task mlm: plan the pilot (10 architectures, every PILOT_STEPS) instead of "
+                             "the full run at --steps")
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--depths", type=int, nargs="+", default=[4, 5, 6])
     parser.add_argument("--hidden", type=int, default=256)
@@ -352,10 +566,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--arch-seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=None, help="default 300 (rt-sentiment); mlm: required "
+                        "for the full run (the pilot's choice)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-seq-len", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--learning-rate", type=float, default=None, help="default 5e-4 (rt-sentiment), 1e-3 (mlm)")
     parser.add_argument("--teacher-steps", type=int, default=300)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
@@ -363,17 +578,30 @@ def main(argv: list[str] | None = None) -> None:
                         help="journal file path or RDB URL (default: benchmarks/data/own_bench.journal)")
     parser.add_argument("--takeover", action="store_true",
                         help="treat RUNNING runs of other hosts as dead (a new machine resuming a committed journal)")
-    parser.add_argument("--study-name", default="own-bench")
+    parser.add_argument("--study-name", default=None, help="default own-bench, own-bench-mlm with --task mlm")
     parser.add_argument("--out", default="benchmarks/data/own_bench.json")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
+    mlm = args.task == "mlm"
+    if args.learning_rate is None:
+        args.learning_rate = 1e-3 if mlm else 5e-4
+    if args.study_name is None:
+        args.study_name = "own-bench-mlm" if mlm else "own-bench"
+    if args.steps is None and not (mlm and args.pilot):
+        if mlm and args.command in ("all", "plan"):
+            parser.error("--task mlm needs --pilot or --steps (the step count the pilot chose)")
+        args.steps = 300
     if args.quick:
         args.n, args.depths, args.buckets, args.band = 6, [2, 3], 3, [0.25e6, 0.65e6]
         args.steps, args.teacher_steps, args.batch_size, args.max_seq_len = 20, 20, 16, 32
-        args.work_dir, args.study_name = args.work_dir + "_quick", "own-bench-quick"
+        args.work_dir, args.study_name = args.work_dir + "_quick", args.study_name + "-quick"
         args.out = args.out.replace(".json", "_quick.json")
+    # The quick run's architectures (depths 2 and 3) are all its pilot, measured at 5, 10 and 20 steps.
+    args.pilot_ids = tuple(f"d{d}-b{b}-0" for d in args.depths for b in range(args.buckets)) if args.quick else PILOT
+    args.pilot_steps = (5, 10, 20) if args.quick else PILOT_STEPS
     if args.storage is None:
-        args.storage = str(Path(args.work_dir) / "own_bench.journal") if args.quick else "benchmarks/data/own_bench.journal"
+        name = "own_bench_mlm.journal" if mlm else "own_bench.journal"
+        args.storage = str(Path(args.work_dir) / name) if args.quick else f"benchmarks/data/{name}"
     study = open_study(args)
     if args.command in ("all", "plan"):
         plan(args, study)
@@ -382,7 +610,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"study {args.study_name!r} is not planned yet: run 'own_bench.py plan' first")
         work(args, study)
     if args.command in ("all", "export"):
-        export(args, study)
+        export_mlm(args, study) if mlm else export(args, study)
 
 
 if __name__ == "__main__":
