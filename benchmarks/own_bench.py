@@ -179,12 +179,19 @@ def plan(args, study: optuna.Study) -> None:
     print(f"planned {len(archs)} architectures; {added} runs enqueued", flush=True)
 
 
+def pilot_ids(ids: list[str]) -> tuple[str, ...]:
+    """PILOT where the study has those architectures, else (another configuration) every cell's first."""
+    return PILOT if set(PILOT) <= set(ids) else tuple(i for i in ids if i.endswith("-0"))
+
+
 def plan_mlm(args, study: optuna.Study, archs: list[dict]) -> None:
     """Enqueue masked-LM runs: the pilot (every PILOT_STEPS on the PILOT architectures) or the full
     run at ``--steps`` on every architecture whose runs do not already measure that step count."""
     if args.pilot:
         steps, checkpoints = max(args.pilot_steps), list(args.pilot_steps)
-        chosen = [a for a in archs if a["id"] in args.pilot_ids]
+        ids = pilot_ids([a["id"] for a in archs])
+        chosen = [a for a in archs if a["id"] in ids]
+        study.set_user_attr("pilot_steps", checkpoints)
     else:
         steps, checkpoints, chosen = args.steps, [args.steps], archs
         saved = study.user_attrs.get("steps")
@@ -379,6 +386,10 @@ def export_mlm(args, study: optuna.Study) -> dict:
                "entries": [{**a, "depth": a["space"]["num_layers"], "runs": {}, "train_seconds": {}, "scores": {}}
                            for a in study.user_attrs["architectures"]]}
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    pilot = pilot_ids([a["id"] for a in study.user_attrs["architectures"]])
+    pilot_steps = study.user_attrs.get("pilot_steps") or sorted(  # studies planned before it was recorded
+        {c for t in study.get_trials(deepcopy=False) for c in t.user_attrs.get("checkpoints", [])
+         if len(t.user_attrs.get("checkpoints", [])) > 1})
     full = study.user_attrs.get("steps")
     seeds = study.user_attrs["settings"]["recipe"]["seeds"]
     runs: dict[str, dict[str, dict[str, float]]] = {}  # metric -> arch -> seed -> score
@@ -414,20 +425,20 @@ def export_mlm(args, study: optuna.Study) -> dict:
                       t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False)),
                   "train_seconds_total": float(sum(t.user_attrs["train_seconds"] for t in done)),
                   "predicted_tokens": max((t.user_attrs["predicted_tokens"] for t in done), default=0),
-                  "pilot": {"architectures": list(args.pilot_ids), "steps": list(args.pilot_steps),
+                  "pilot": {"architectures": list(pilot), "steps": pilot_steps,
                             "rule": PILOT_RULE}}
     for metric in [m for m in list(out["seed_noise"]) if m == "mlm" or m.startswith("mlm@")]:
         del out["seed_noise"][metric]
     path.write_text(json.dumps(out, indent=1) + "\n")
     noise = add_seed_noise(out, path, list(runs))
     table = []
-    for s in args.pilot_steps:
-        pilot_runs = [t for t in done if t.user_attrs["arch_id"] in args.pilot_ids and str(s) in t.user_attrs["losses"]]
-        measured = _pilot_noise(path, f"mlm@{s}", args.pilot_ids)
+    for s in pilot_steps:
+        pilot_runs = [t for t in done if t.user_attrs["arch_id"] in pilot and str(s) in t.user_attrs["losses"]]
+        measured = _pilot_noise(path, f"mlm@{s}", pilot)
         table.append({"steps": s, "runs": len(pilot_runs), "seed_noise": measured,
                       "seconds_per_run": float(np.median([t.user_attrs["step_seconds"][str(s)] for t in pilot_runs]))
                       if pilot_runs else None})
-    complete = all(row["runs"] == len(args.pilot_ids) * len(seeds) for row in table)
+    complete = bool(table) and all(row["runs"] == len(pilot) * len(seeds) for row in table)
     out["mlm"]["pilot"]["table"] = table
     out["mlm"]["pilot"]["choice"] = pilot_choice({row["steps"]: row["seed_noise"] for row in table}) if complete else None
     out["mlm"]["pilot"]["complete"] = complete
@@ -436,7 +447,9 @@ def export_mlm(args, study: optuna.Study) -> dict:
     for row in table:
         n = row["seed_noise"]
         print(f"pilot {row['steps']:>5} steps: {row['runs']} runs, seed-noise tau "
-              + (f"{n['kendall_tau']:.3f} (within depth {n['within_depth']['mean']['kendall_tau']:.3f})" if n else "-")
+              + (f"{n['kendall_tau']:.3f}" if n else "-")
+            + (f" (within depth {depth:.3f})" if (depth := ((n or {}).get("within_depth") or {}).get("mean", {})
+                                                  .get("kendall_tau")) is not None else "")
               + (f", {row['seconds_per_run']:.0f} s per run" if row["seconds_per_run"] else ""), flush=True)
     print(f"pilot choice by the rule: {out['mlm']['pilot']['choice']}" + ("" if complete else " (pilot not complete)"))
     for metric, measured in noise.items():
@@ -456,7 +469,8 @@ def _pilot_noise(path: Path, metric: str, pilot_ids) -> dict | None:
     sub = dataclasses.replace(bench, archs=[bench.archs[i] for i in keep], scores=[bench.scores[i] for i in keep],
                               ids=[bench.ids[i] for i in keep],
                               spaces=[bench.spaces[i] for i in keep] if bench.spaces else [],
-                              seed_runs=[bench.seed_runs[i] for i in keep])
+                              seed_runs=[bench.seed_runs[i] for i in keep],
+                              buckets=[bench.buckets[i] for i in keep] if bench.buckets else [])
     return seed_noise(sub)
 
 
@@ -566,6 +580,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--arch-seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--pilot-steps", type=int, nargs="+", default=None,
+                        help=f"the pilot's step counts (default {' '.join(map(str, PILOT_STEPS))}; --quick: 5 10 20)")
     parser.add_argument("--steps", type=int, default=None, help="default 300 (rt-sentiment); mlm: required "
                         "for the full run (the pilot's choice)")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -596,9 +612,8 @@ def main(argv: list[str] | None = None) -> None:
         args.steps, args.teacher_steps, args.batch_size, args.max_seq_len = 20, 20, 16, 32
         args.work_dir, args.study_name = args.work_dir + "_quick", args.study_name + "-quick"
         args.out = args.out.replace(".json", "_quick.json")
-    # The quick run's architectures (depths 2 and 3) are all its pilot, measured at 5, 10 and 20 steps.
-    args.pilot_ids = tuple(f"d{d}-b{b}-0" for d in args.depths for b in range(args.buckets)) if args.quick else PILOT
-    args.pilot_steps = (5, 10, 20) if args.quick else PILOT_STEPS
+    if args.pilot_steps is None:
+        args.pilot_steps = (5, 10, 20) if args.quick else PILOT_STEPS
     if args.storage is None:
         name = "own_bench_mlm.journal" if mlm else "own_bench.journal"
         args.storage = str(Path(args.work_dir) / name) if args.quick else f"benchmarks/data/{name}"

@@ -104,3 +104,41 @@ def test_the_plan_visits_every_cell_before_a_second_architecture_of_any(tmp_path
     assert all(a.endswith("-0") for a in first_round) and len({a.rsplit("-", 1)[0] for a in first_round}) == 4
     assert [(t.user_attrs["seed"], t.user_attrs["mode"]) for t in waiting[:4]] == [
         (0, "labels"), (0, "kd"), (1, "labels"), (1, "kd")]
+
+
+def test_masked_lm_pilot_then_full_run_reuses_the_pilots_runs(tmp_path, capsys):
+    storage = tmp_path / "mlm.journal"
+    args = [*TINY, "--n", "8", "--task", "mlm", "--work-dir", str(tmp_path), "--storage", str(storage),
+            "--out", str(tmp_path / "own.json")]
+    args[args.index("--steps"):args.index("--steps") + 2] = []
+    own_bench.main(["plan", "--pilot", "--pilot-steps", "1", "2", *args])
+    study = optuna.load_study(study_name="own-bench-mlm", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(storage))))
+    assert study.direction == optuna.study.StudyDirection.MINIMIZE
+    pilot = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert len(pilot) == 4 * 2 and all(t.user_attrs["arch_id"].endswith("-0") for t in pilot)
+    assert {tuple(t.user_attrs["checkpoints"]) for t in pilot} == {(1, 2)}
+    own_bench.main(["work", *args])
+    own_bench.main(["export", *args])
+    out = capsys.readouterr().out
+    assert "pilot     1 steps: 8 runs, seed-noise tau" in out and "pilot choice by the rule" in out
+    # The full run at the pilot's 2 steps: the pilot's architectures are already measured there.
+    own_bench.main(["plan", "--steps", "2", *args])
+    full = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert len(full) == 4 * 2 and not any(t.user_attrs["arch_id"].endswith("-0") for t in full)
+    with pytest.raises(SystemExit, match="planned at 2 steps, not 3"):
+        own_bench.main(["plan", "--steps", "3", *args])
+    own_bench.main(["all", "--steps", "2", *args])
+    data = json.loads((tmp_path / "own.json").read_text())
+    assert data["mlm"]["runs_done"] == 16 and data["mlm"]["steps"] == 2
+    assert sum("mlm" in e["scores"] for e in data["entries"]) == 8
+    assert sum("mlm@1" in e["scores"] for e in data["entries"]) == 4
+    done = {(t.user_attrs["arch_id"], t.user_attrs["seed"]): t
+            for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+    entry = data["entries"][0]
+    assert entry["runs"]["mlm"]["0"] == -done[(entry["id"], 0)].user_attrs["losses"]["2"] < 0
+    assert data["mlm"]["pilot"]["complete"] and len(data["mlm"]["pilot"]["table"]) == 2
+    bench = load_benchmark(tmp_path / "own.json", metric="mlm")
+    assert len(bench.archs) == 8 and len(bench.buckets) == 8
+    with pytest.raises(SystemExit):  # the masked-LM study needs --pilot or --steps
+        own_bench.main(["plan", *args])

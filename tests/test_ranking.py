@@ -4,7 +4,7 @@ import pytest
 
 from optuna_wpca import text_batch
 from optuna_wpca.ranking import _rank
-from optuna_wpca.ranking import load_benchmark, rank_proxies, seed_noise
+from optuna_wpca.ranking import correlations, load_benchmark, rank_proxies, seed_noise
 from optuna_wpca.ranking import benchmark_path
 
 BATCH = dict(batch_size=4, seq_len=16)
@@ -173,3 +173,32 @@ def test_a_checkpoint_by_index_from_before_entry_keys_is_still_read(bench, tmp_p
     with pytest.raises(ValueError, match="other settings.*metric"):
         rank_proxies(load_benchmark(str(benchmark_path("nas-bench-bert")), metric="mnli"), ["wpca"], batch=batch, limit=3,
                      checkpoint=ckpt)
+
+
+def test_own_format_ranks_within_each_size_bucket(tmp_path, capsys):
+    """Buckets cut across depth here: params orders each bucket's members as the score does."""
+    from optuna_wpca.cli import main
+
+    path = own_benchmark_file(tmp_path)
+    data = json.loads(path.read_text())
+    for i, e in enumerate(data["entries"]):
+        e["bucket"] = i % 2
+    path.write_text(json.dumps(data))
+    bench = load_benchmark(path)
+    assert bench.buckets == [0, 1] * 4
+    result = rank_proxies(bench, ["params"], batch=text_batch(**BATCH))
+    by_bucket = result["params"].by_bucket
+    assert set(by_bucket["buckets"]) == {"0", "1"} and all(g["n"] == 4 for g in by_bucket["buckets"].values())
+    scores = [e["scores"]["kd"] for e in data["entries"]]
+    sizes = [e["num_params"] for e in data["entries"]]
+    for b in (0, 1):
+        expected = correlations([sizes[i] for i in range(8) if i % 2 == b], [scores[i] for i in range(8) if i % 2 == b])
+        assert by_bucket["buckets"][str(b)]["kendall_tau"] == pytest.approx(expected[0])
+    noise = seed_noise(bench)
+    assert set(noise["within_bucket"]["buckets"]) == {"0", "1"}
+    out = tmp_path / "rank.json"
+    assert main(["rank", "--benchmark", str(path), "--proxy", "params", "--json", str(out), "--batch-size", "4",
+                 "--seq-len", "16", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "size tau" in printed and "within size bucket tau" in printed
+    assert "within_bucket" in json.loads(out.read_text())["proxies"]["params"]

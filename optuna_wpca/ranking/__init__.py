@@ -14,7 +14,7 @@ from optuna_wpca.ranking._benchmark import (
     is_nas_bench_bert,
     load_benchmark,
 )
-from optuna_wpca.ranking._correlation import correlations, seed_noise, within_depth
+from optuna_wpca.ranking._correlation import correlations, seed_noise, within_bucket, within_depth, within_groups
 from optuna_wpca.ranking._rank import TRIVIAL_BASELINES, ProxyRanking, rank_proxies
 from optuna_wpca.ranking._report import LTS_REFERENCES, PAPER_TABLE1, format_seed_noise, format_table
 
@@ -34,5 +34,7 @@ __all__ = [
     "load_benchmark",
     "rank_proxies",
     "seed_noise",
+    "within_bucket",
     "within_depth",
+    "within_groups",
 ]

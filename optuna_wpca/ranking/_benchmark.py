@@ -57,6 +57,8 @@ class Benchmark:
     #: True for perplexities: correlations are then taken against the negated score, so a proxy
     #: that ranks the better models higher always has a positive tau.
     lower_is_better: bool = False
+    #: Per entry, its size bucket where the file has them (ours: equal slices of a parameter band).
+    buckets: list[Any] = field(default_factory=list)
 
     @property
     def truth(self) -> list[float]:
@@ -161,7 +163,7 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> 
     if not metric or len(entries) < 2:
         raise ValueError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
     cache: dict[str, SearchSpace] = {}
-    archs, scores, ids, spaces, runs = [], [], [], [], []
+    archs, scores, ids, spaces, runs, buckets = [], [], [], [], [], []
     for entry in entries:
         key = json.dumps(entry["space"], sort_keys=True)
         if key not in cache:  # one space object per distinct description, built once
@@ -172,9 +174,11 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> 
         ids.append(entry.get("id", len(ids)))
         spaces.append(space)
         runs.append({str(k): float(v) for k, v in entry.get("runs", {}).get(metric, {}).items()})
+        buckets.append(entry.get("bucket"))
     only = spaces[0] if len(cache) == 1 else None
     return Benchmark(archs, scores, ids, only, str(path), metric, spaces=[] if only else spaces,
-                     seed_runs=runs if any(runs) else [])
+                     seed_runs=runs if any(runs) else [],
+                     buckets=buckets if all(b is not None for b in buckets) else [])
 
 
 def is_nas_bench_bert(benchmark: Benchmark) -> bool:

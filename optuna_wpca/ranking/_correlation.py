@@ -1,4 +1,4 @@
-"""Rank correlations of scores against a benchmark's ground truth, overall and within depth."""
+"""Rank correlations of scores against a benchmark's ground truth, overall, within depth and within size."""
 
 from __future__ import annotations
 
@@ -22,20 +22,37 @@ def correlations(values: list[float], truth: list[float]) -> tuple[float, float]
         return float(kendalltau(values, truth)[0]), float(spearmanr(values, truth)[0])
 
 
-def within_depth(values: list[float], truth: list[float], depths: list[int]) -> dict[str, Any]:
-    """Tau and rho among architectures of one depth, per depth and averaged (weighted by count), so
-    depth itself cannot carry the score. A proxy constant within a depth (depth itself) counts 0 there."""
+def within_groups(values: list[float], truth: list[float], labels: list[Any], key: str = "groups") -> dict[str, Any]:
+    """Tau and rho among architectures with the same label (depth, size bucket), per label and averaged
+    (weighted by count; groups under 3 architectures left out), so the label itself cannot carry the
+    score. A proxy constant within a group counts 0 there.
+
+    Example:
+        >>> out = within_groups([1, 2, 3, 9, 8, 7], [1, 2, 3, 1, 2, 3], ["a", "a", "a", "b", "b", "b"])
+        >>> out["mean"]["kendall_tau"]
+        0.0
+    """
     groups: dict[str, Any] = {}
-    for d in sorted(set(depths)):
-        idx = [i for i, x in enumerate(depths) if x == d]
+    for label in sorted(set(labels), key=str):
+        idx = [i for i, x in enumerate(labels) if x == label]
         if len(idx) < 3:
             continue
         tau, rho = correlations([values[i] for i in idx], [truth[i] for i in idx])
-        groups[str(d)] = {"n": len(idx), "kendall_tau": tau, "spearman_rho": rho}
+        groups[str(label)] = {"n": len(idx), "kendall_tau": tau, "spearman_rho": rho}
     weight = sum(g["n"] for g in groups.values())
-    mean = {key: sum(g["n"] * (0.0 if np.isnan(g[key]) else g[key]) for g in groups.values()) / weight
-            for key in ("kendall_tau", "spearman_rho")} if weight else {}
-    return {"depths": groups, "mean": mean}
+    mean = {k: sum(g["n"] * (0.0 if np.isnan(g[k]) else g[k]) for g in groups.values()) / weight
+            for k in ("kendall_tau", "spearman_rho")} if weight else {}
+    return {key: groups, "mean": mean}
+
+
+def within_depth(values: list[float], truth: list[float], depths: list[int]) -> dict[str, Any]:
+    """:func:`within_groups` by depth (key ``"depths"``)."""
+    return within_groups(values, truth, depths, key="depths")
+
+
+def within_bucket(values: list[float], truth: list[float], buckets: list[Any]) -> dict[str, Any]:
+    """:func:`within_groups` by size bucket (key ``"buckets"``): is the proxy more than a size count?"""
+    return within_groups(values, truth, buckets, key="buckets")
 
 
 def seed_noise(benchmark: Benchmark) -> dict[str, Any] | None:
@@ -55,4 +72,6 @@ def seed_noise(benchmark: Benchmark) -> dict[str, Any] | None:
     depths = [arch.num_layers for arch in benchmark.archs]
     if len(set(depths)) > 1:
         out["within_depth"] = within_depth(first, second, depths)
+    if benchmark.buckets and len(set(benchmark.buckets)) > 1:
+        out["within_bucket"] = within_bucket(first, second, benchmark.buckets)
     return out

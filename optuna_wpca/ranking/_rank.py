@@ -14,7 +14,7 @@ from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
 from optuna_wpca.ranking._benchmark import Benchmark
 from optuna_wpca.ranking._checkpoint import entry_key, read_checkpoint
-from optuna_wpca.ranking._correlation import correlations, within_depth
+from optuna_wpca.ranking._correlation import correlations, within_bucket, within_depth
 from optuna_wpca.ranking._report import PAPER_SOURCE, PAPER_TABLE1
 
 #: Always reported next to the proxies asked for: a proxy is only useful where it beats them.
@@ -35,6 +35,8 @@ class ProxyRanking:
     shared_with: str | None = None
     #: Correlations within each depth, when the benchmark has several (see ``within_depth``).
     by_depth: dict[str, Any] | None = None
+    #: Correlations within each size bucket, when the benchmark file has buckets (``within_bucket``).
+    by_bucket: dict[str, Any] | None = None
 
     @property
     def seconds_per_1000(self) -> float:
@@ -54,6 +56,8 @@ class ProxyRanking:
             out["shared_with"] = self.shared_with
         if self.by_depth:
             out["within_depth"] = self.by_depth
+        if self.by_bucket:
+            out["within_bucket"] = self.by_bucket
         if self.name in PAPER_TABLE1:
             tau, rho = PAPER_TABLE1[self.name]
             out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": PAPER_SOURCE}
@@ -158,6 +162,9 @@ def rank_proxies(
         r.kendall_tau, r.spearman_rho = correlations(r.values, truth)
         if len(set(depths)) > 1:
             r.by_depth = within_depth(r.values, truth, depths)
+        buckets = benchmark.buckets[:n]
+        if len(set(buckets)) > 1:
+            r.by_bucket = within_bucket(r.values, truth, buckets)
     return results
 
 

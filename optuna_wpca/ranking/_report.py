@@ -36,7 +36,9 @@ def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None =
     paper = benchmark is None or is_nas_bench_bert(benchmark)
     depth = any(r.by_depth and r.by_depth["mean"] for r in results.values())
     header = f"{'proxy':<22}{'grad':>5}{'s/1000':>10}{'tau':>8}{'rho':>8}"
+    size = any(r.by_bucket and r.by_bucket["mean"] for r in results.values())
     header += f"{'depth tau':>11}{'depth rho':>11}" if depth else ""
+    header += f"{'size tau':>10}{'size rho':>10}" if size else ""
     header += f"{'paper tau':>11}{'paper rho':>11}" if paper else ""
     lines = [header, "-" * len(header)]
     for r in results.values():
@@ -46,6 +48,9 @@ def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None =
         if depth:
             mean = (r.by_depth or {}).get("mean") or {"kendall_tau": float("nan"), "spearman_rho": float("nan")}
             within = f"{mean['kendall_tau']:>11.3f}{mean['spearman_rho']:>11.3f}"
+        if size:
+            mean = (r.by_bucket or {}).get("mean") or {"kendall_tau": float("nan"), "spearman_rho": float("nan")}
+            within += f"{mean['kendall_tau']:>10.3f}{mean['spearman_rho']:>10.3f}"
         lines.append(
             f"{r.name:<22}{'yes' if r.needs_grad else 'no':>5}{r.seconds_per_1000:>10.1f}"
             f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{cited if paper else ''}"
@@ -56,6 +61,8 @@ def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None =
     if depth:
         lines.append("depth tau/rho: correlation among architectures of the same depth, averaged over depths "
                      "(weighted by count)")
+    if size:
+        lines.append("size tau/rho: the same within each parameter-size bucket of the file")
     if paper:
         lines.append(f"paper columns: {PAPER_SOURCE} (NAS-Bench-BERT)")
     elif benchmark is not None and is_lts_bundled(benchmark):
@@ -71,4 +78,7 @@ def format_seed_noise(noise: dict[str, Any], metric: str) -> str:
     mean = noise.get("within_depth", {}).get("mean")
     if mean:
         line += f"; within depth tau {mean['kendall_tau']:.3f}, rho {mean['spearman_rho']:.3f}"
+    mean = noise.get("within_bucket", {}).get("mean")
+    if mean:
+        line += f"; within size bucket tau {mean['kendall_tau']:.3f}, rho {mean['spearman_rho']:.3f}"
     return line + " (proxies are correlated with the mean over seeds; differences below this noise say little)"
