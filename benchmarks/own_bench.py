@@ -337,7 +337,7 @@ def work(args, study: optuna.Study) -> None:
 
 
 def work_mlm(args, study: optuna.Study) -> None:
-    corpus = wikitext_mlm_corpus()
+    corpus = wikitext_mlm_corpus(tokenizer=args.tokenizer)
     by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
 
     def objective(trial: optuna.Trial) -> float:
@@ -589,6 +589,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--learning-rate", type=float, default=None, help="default 5e-4 (rt-sentiment), 1e-3 (mlm)")
     parser.add_argument("--teacher-steps", type=int, default=300)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--tokenizer", default=None,
+                        help="--task mlm: a local tokenizer directory (default: the bundled WordPiece vocabulary)")
     parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
     parser.add_argument("--storage", default=None,
                         help="journal file path or RDB URL (default: benchmarks/data/own_bench.journal)")

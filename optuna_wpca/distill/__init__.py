@@ -6,6 +6,7 @@ from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, load_text_corpus
+from optuna_wpca.distill._pretrain import MLMConfig, MLMCorpus, MLMResult, pretrain_mlm, wikitext_mlm_corpus
 from optuna_wpca.distill._teacher_cache import TeacherCache, cache_teacher, teacher_fingerprint
 from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
 from optuna_wpca.distill._trainer import evaluate, finetune_teacher, train
@@ -13,6 +14,9 @@ from optuna_wpca.distill._trainer import evaluate, finetune_teacher, train
 __all__ = [
     "DistillTopTrials",
     "METRICS",
+    "MLMConfig",
+    "MLMCorpus",
+    "MLMResult",
     "Projections",
     "StudentClassifier",
     "Task",
@@ -32,7 +36,9 @@ __all__ = [
     "load_task",
     "load_text_corpus",
     "load_teacher",
+    "pretrain_mlm",
     "soft_cross_entropy",
     "teacher_fingerprint",
     "train",
+    "wikitext_mlm_corpus",
 ]

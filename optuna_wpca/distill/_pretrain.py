@@ -165,6 +165,7 @@ class MLMHead(nn.Module):
             self.dense.bias.zero_()
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits of hidden states (..., hidden) -> (..., vocab)."""
         return self.norm(F.gelu(self.dense(hidden))) @ self.word.weight.T + self.bias
 
 
