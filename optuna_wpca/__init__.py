@@ -44,6 +44,7 @@ from optuna_wpca.proxies import (
     register_proxy,
 )
 from optuna_wpca.sampler import WPCASampler
+from optuna_wpca._supernet import Supernet, SupernetResult, train_supernet  # registers the "supernet" proxy
 from optuna_wpca.spaces import (
     Architecture,
     DecoderSpace,
@@ -72,6 +73,8 @@ __all__ = [
     "ProxyResult",
     "SearchRecord",
     "SearchSpace",
+    "Supernet",
+    "SupernetResult",
     "TextBatch",
     "WPCAConfig",
     "WPCAModel",
@@ -99,4 +102,5 @@ __all__ = [
     "space_from_dict",
     "text_batch",
     "top_trials",
+    "train_supernet",
 ]

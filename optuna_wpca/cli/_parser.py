@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"PCA variance threshold in (0, 1] (default {DEFAULT_ETA})")
     rank.add_argument("--eta-mobilebert", type=float, default=None,
                       help="separate eta for MobileBERT blocks (the reference code uses 0.9)")
+    rank.add_argument("--supernet", default=None, metavar="DIR",
+                      help="a supernet saved by optuna_wpca.Supernet.save, for --proxy supernet (ELM's one-shot "
+                           "path; not part of --proxy all)")
     rank.add_argument("--reduce", choices=("sum", "mean"), default="sum",
                       help="V-PCA over layers: sum (paper) or mean (reference code)")
     rank.add_argument("--count", choices=COUNT_CONVENTIONS, default=None,

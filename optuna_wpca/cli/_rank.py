@@ -17,17 +17,22 @@ def run_rank(args: argparse.Namespace) -> int:
         LTS_REFERENCES, format_seed_noise, format_table, is_lts_bundled, load_benchmark, rank_proxies, seed_noise,
     )
     from optuna_wpca._text import text_batch
-    from optuna_wpca.proxies import check_proxy_options, list_proxies
+    from optuna_wpca.proxies import check_proxy_options, get_proxy, list_proxies
     from optuna_wpca.spaces import FlexiBERTSpace
 
     proxies: list[str] = []
     for name in args.proxy or ["wpca", "vpca", "params"]:
-        proxies.extend(list_proxies() if name == "all" else [name])
+        # "all": the zero-cost ones (a one-shot proxy needs its trained supernet, named with --supernet)
+        proxies.extend([p for p in list_proxies() if get_proxy(p).zero_cost] if name == "all" else [name])
     known = set(list_proxies())
     unknown = [p for p in proxies if p not in known]
     if unknown:
         raise CLIError(f"unknown proxy {unknown[0]!r}; choose from: all, {', '.join(sorted(known))}")
     options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
+    if args.supernet:
+        options["supernet"] = args.supernet
+    if "supernet" in proxies and not args.supernet:
+        raise CLIError("--proxy supernet needs --supernet DIR (a supernet saved by optuna_wpca.Supernet.save)")
     check_proxy_options(options)
     space = FlexiBERTSpace(as_trained=True, **({"count": args.count} if args.count else {})) if args.as_trained else None
     bench = load_benchmark(args.benchmark, metric=args.metric, space=space, count=args.count)

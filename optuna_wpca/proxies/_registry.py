@@ -31,6 +31,8 @@ class ProxySpec:
     description: str
     #: The study direction that prefers what the proxy predicts to be better ("minimize" for costs).
     direction: str = "maximize"
+    #: False for a proxy that needs something trained first (the supernet): left out of "all".
+    zero_cost: bool = True
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -43,7 +45,7 @@ _REGISTRY: dict[str, ProxySpec] = {}
 
 
 def register_proxy(
-    name: str, *, needs_grad: bool, description: str, direction: str = "maximize"
+    name: str, *, needs_grad: bool, description: str, direction: str = "maximize", zero_cost: bool = True
 ) -> Callable[[ProxyFn], ProxyFn]:
     """Register ``fn(model, batch, *, option=...) -> ProxyResult`` under ``name``; ``direction`` is
     ``"minimize"`` for a proxy where lower is better (latency, memory).
@@ -61,7 +63,7 @@ def register_proxy(
             raise ValueError(f"a proxy named {name!r} is already registered")
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description, direction)
+        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description, direction, zero_cost)
         return fn
 
     return decorate
