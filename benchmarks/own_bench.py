@@ -332,8 +332,7 @@ def work(args, study: optuna.Study) -> None:
               f"({result.seconds:.0f} s)", flush=True)
         return result.metric
 
-    while study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        study.optimize(objective, n_trials=1, catch=(FloatingPointError,))
+    run_waiting(args, study, objective)
 
 
 def work_mlm(args, study: optuna.Study) -> None:
@@ -362,8 +361,18 @@ def work_mlm(args, study: optuna.Study) -> None:
               + " ".join(f"{k}:{v:.4f}" for k, v in result.losses.items()) + f" ({result.seconds:.0f} s)", flush=True)
         return result.loss
 
+    run_waiting(args, study, objective)
+
+
+def run_waiting(args, study: optuna.Study, objective) -> None:
+    """Pop waiting runs until none is left, or ``--max-runs`` are done (a worker that must stop in time)."""
+    done = 0
     while study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if args.max_runs is not None and done >= args.max_runs:
+            print(f"stopping after {done} runs (--max-runs)", flush=True)
+            return
         study.optimize(objective, n_trials=1, catch=(FloatingPointError,))
+        done += 1
 
 
 def pilot_choice(noise: dict[int, dict | None]) -> int | None:
@@ -594,6 +603,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
     parser.add_argument("--storage", default=None,
                         help="journal file path or RDB URL (default: benchmarks/data/own_bench.journal)")
+    parser.add_argument("--max-runs", type=int, default=None,
+                        help="work: stop after this many runs (so a worker ends before a session does)")
     parser.add_argument("--takeover", action="store_true",
                         help="treat RUNNING runs of other hosts as dead (a new machine resuming a committed journal)")
     parser.add_argument("--study-name", default=None, help="default own-bench, own-bench-mlm with --task mlm")

@@ -128,6 +128,9 @@ def test_masked_lm_pilot_then_full_run_reuses_the_pilots_runs(tmp_path, capsys):
     assert len(full) == 4 * 2 and not any(t.user_attrs["arch_id"].endswith("-0") for t in full)
     with pytest.raises(SystemExit, match="planned at 2 steps, not 3"):
         own_bench.main(["plan", "--steps", "3", *args])
+    own_bench.main(["work", "--max-runs", "1", *args])  # a worker that must end in time
+    assert "stopping after 1 runs" in capsys.readouterr().out
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 4 * 2 - 1
     own_bench.main(["all", "--steps", "2", *args])
     data = json.loads((tmp_path / "own.json").read_text())
     assert data["mlm"]["runs_done"] == 16 and data["mlm"]["steps"] == 2
