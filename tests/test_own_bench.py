@@ -145,3 +145,23 @@ def test_masked_lm_pilot_then_full_run_reuses_the_pilots_runs(tmp_path, capsys):
     assert len(bench.archs) == 8 and len(bench.buckets) == 8
     with pytest.raises(SystemExit):  # the masked-LM study needs --pilot or --steps
         own_bench.main(["plan", *args])
+
+
+def test_kd_pretraining_pilot_scores_every_checkpoint_per_matched_term(tmp_path, capsys):
+    storage = tmp_path / "kdpre.journal"
+    args = [*TINY, "--task", "kdpre", "--text-limit", "40", "--work-dir", str(tmp_path), "--storage", str(storage),
+            "--out", str(tmp_path / "own.json")]
+    args[args.index("--steps"):args.index("--steps") + 2] = []
+    own_bench.main(["all", "--pilot", "--pilot-steps", "1", "2", *args])
+    out = capsys.readouterr().out
+    assert "pilot     2 steps: 8 runs" in out
+    study = optuna.load_study(study_name="own-bench-kdpre", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(storage))))
+    runs = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(runs) == 8 and study.direction == optuna.study.StudyDirection.MINIMIZE
+    t = runs[0]
+    depth = int(t.user_attrs["arch_id"][1])
+    assert t.user_attrs["losses"]["2"] == pytest.approx(t.user_attrs["raw_dev_kd_loss"]["2"] / (1 + 2 * depth))
+    assert t.value == t.user_attrs["losses"]["2"] > 0 and len(t.user_attrs["teacher"]) == 64
+    data = json.loads((tmp_path / "own.json").read_text())
+    assert sum("kdpre@2" in e["scores"] for e in data["entries"]) == 4 and data["kdpre"]["pilot"]["complete"]

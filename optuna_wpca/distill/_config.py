@@ -18,6 +18,13 @@ class TrainConfig:
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.999)
     warmup_ratio: float = 0.1
+    #: ``"linear"``: decay to 0 after the warm-up (the paper's); ``"constant"``: hold the rate after the
+    #: warm-up, so step s of a long run is the end of a run of s steps (benchmarks measure several
+    #: step counts in one run).
+    schedule: str = "linear"
+    #: Warm-up steps; ``None``: ``warmup_ratio`` x ``steps`` (give a number with ``"constant"`` so the
+    #: warm-up does not depend on the run's length).
+    warmup_steps: int | None = None
     gamma: float = 1.0
     temperature: float = 1.0
     #: ``"mse"`` (the paper's) or ``"pkd"`` (ELM's channel-standardised MSE) on the features.
@@ -36,6 +43,10 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
+        if self.schedule not in ("linear", "constant"):
+            raise ValueError(f"schedule must be 'linear' or 'constant', got {self.schedule!r}")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         from optuna_wpca.distill._losses import FEATURE_LOSSES, LOGIT_LOSSES

@@ -164,11 +164,13 @@ def train(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.learning_rate, betas=config.betas,
     )
-    warmup = int(config.warmup_ratio * config.steps)
+    warmup = int(config.warmup_ratio * config.steps) if config.warmup_steps is None else config.warmup_steps
 
     def schedule(step: int) -> float:
         if step < warmup:
             return (step + 1) / max(1, warmup)
+        if config.schedule == "constant":
+            return 1.0
         return max(0.0, (config.steps - step) / max(1, config.steps - warmup))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
@@ -217,7 +219,8 @@ def train(
                 else:
                     metric, dev_loss = _evaluate(model, task, dev_data, limit=config.eval_limit, device=device)
                     parts = {**parts, "dev_loss": dev_loss}
-                history.append({"step": step, "metric": metric, "loss": loss.item(), **parts})
+                history.append({"step": step, "metric": metric, "loss": loss.item(), **parts,
+                                "seconds": time.perf_counter() - start})
                 if trial is not None:
                     trial.report(metric, step)
                     # A run that has done all its steps is complete: pruning it then saves nothing.
