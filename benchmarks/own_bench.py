@@ -227,7 +227,7 @@ def plan_mlm(args, study: optuna.Study, archs: list[dict]) -> None:
                                             "steps": steps, "checkpoints": checkpoints})
             added += 1
     what = f"pilot of {len(chosen)} architectures at {checkpoints} steps" if args.pilot else f"{steps} steps"
-    print(f"masked-LM {what}: {added} runs enqueued", flush=True)
+    print(f"{args.task} {what}: {added} runs enqueued", flush=True)
 
 
 def boot_id() -> str:
