@@ -39,6 +39,7 @@ from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._losses import Projections, kd_loss
 from optuna_wpca.distill._mapping import layer_mapping
+from optuna_wpca.distill._trainer import optimizer_and_schedule
 from optuna_wpca.distill._models import Recorder, load_teacher, student_points, teacher_encoder, teacher_points
 from optuna_wpca.models import WPCALayerConfig, WPCAModel
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
@@ -211,13 +212,7 @@ def train_supernet(
     projections = Projections(_student_widths(net.space), t_width).to(device)
     rec_t = Recorder(teacher_points(teacher))
     params = list(net.parameters()) + list(projections.parameters())
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
-         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}], lr=config.learning_rate,
-        betas=config.betas)
-    warmup = int(config.warmup_ratio * config.steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / max(1, warmup) if s < warmup
-                                                  else max(0.0, (config.steps - s) / max(1, config.steps - warmup)))
+    optimizer, scheduler = optimizer_and_schedule(params, config)
     rng = np.random.default_rng(config.seed)
     fixed = [net.space.sample(rng) for _ in range(eval_paths)]
     torch.manual_seed(config.seed)

@@ -86,6 +86,26 @@ def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path / CHECKPOINT)
 
 
+def optimizer_and_schedule(params: list[nn.Parameter], config: TrainConfig):
+    """AdamW (weight decay off biases and norms) and the recipe's rate: linear warm-up, then linear
+    decay to 0 or, with ``schedule="constant"``, a constant rate."""
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+        lr=config.learning_rate, betas=config.betas,
+    )
+    warmup = int(config.warmup_ratio * config.steps) if config.warmup_steps is None else config.warmup_steps
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        if config.schedule == "constant":
+            return 1.0
+        return max(0.0, (config.steps - step) / max(1, config.steps - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
 def train(
     model: nn.Module,
     task: Task | TextCorpus,
@@ -158,22 +178,7 @@ def train(
         kd = _KD(teacher, projections, recorder_s, recorder_t, mapping, config)
 
     params = list(model.parameters()) + (list(projections.parameters()) if projections is not None else [])
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.learning_rate, betas=config.betas,
-    )
-    warmup = int(config.warmup_ratio * config.steps) if config.warmup_steps is None else config.warmup_steps
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / max(1, warmup)
-        if config.schedule == "constant":
-            return 1.0
-        return max(0.0, (config.steps - step) / max(1, config.steps - warmup))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    optimizer, scheduler = optimizer_and_schedule(params, config)
     step, history, resumed = 0, [], None
     ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir else None
     if ckpt is not None and ckpt.is_file():
