@@ -74,6 +74,21 @@ def workers_check(n: int, batch_size: int, seq_len: int, repeats: int) -> dict[s
     return out
 
 
+def seeded_build_checks(space: WPCASpace, arch, device: torch.device) -> dict[str, bool]:
+    """A seed gives the same weights twice on ``device``, and ``init_device="cpu"`` the CPU's."""
+
+    def same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+        sa, sb = a.state_dict(), b.state_dict()
+        return all(torch.equal(sa[k].cpu(), sb[k].cpu()) for k in sa)
+
+    cpu = space.build(arch, seed=0)
+    return {
+        "reproducible_on_device": same(space.build(arch, seed=0, device=device), space.build(arch, seed=0, device=device)),
+        "init_device_cpu_equals_cpu_build": same(cpu, space.build(arch, seed=0, device=device, init_device="cpu")),
+        "device_draw_equals_cpu_build": same(cpu, space.build(arch, seed=0, device=device)),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -106,6 +121,10 @@ def main() -> None:
     covariances = layer_covariances(model, batch)
     stages = {
         "build": median_seconds(lambda: space.build(arch, seed=0, device=device), args.repeats, sync),
+        # the path before 2026-12-05: drawn on the CPU, then copied to the device
+        "build_cpu_init": median_seconds(
+            lambda: space.build(arch, seed=0, device=device, init_device="cpu"), args.repeats, sync
+        ),
         "forward": median_seconds(forward, args.repeats, sync),
         "forward_and_covariances": median_seconds(lambda: layer_covariances(model, batch), args.repeats, sync),
         "eigenvalues": median_seconds(lambda: eigenvalues(covariances), args.repeats, sync),
@@ -125,7 +144,9 @@ def main() -> None:
             "covariances_over_forward": (stages["forward_and_covariances"] - stages["forward"]) / stages["forward"],
             "wpca_over_gradient_step": stages["wpca"] / stages["gradient_step"],
             "build_over_wpca": stages["build"] / stages["wpca"],
+            "build_over_build_cpu_init": stages["build"] / stages["build_cpu_init"],
         },
+        "seeded_build": seeded_build_checks(space, arch, device),
         "torch": torch.__version__,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
     }

@@ -1,9 +1,10 @@
+import hashlib
 import math
 
 import pytest
 import torch
 
-from optuna_wpca import CandidateModel, FlexiBERTSpace, WPCAModel, WPCASpace
+from optuna_wpca import CandidateModel, DecoderSpace, FlexiBERTSpace, WPCAModel, WPCASpace
 from optuna_wpca.models import FlexiBERTConfig, FlexiBERTModel, WPCAConfig
 from optuna_wpca.models._flexibert_model import _dct_basis
 
@@ -62,6 +63,51 @@ def test_seeded_initialisation_is_reproducible_and_leaves_global_rng_alone():
     sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+
+
+def _weights_digest(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, value in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+# Recorded from the build of 74bf4c2 (CPU initialisation, then a copy): building on the target
+# device must not change a seeded candidate's values on the CPU.
+@pytest.mark.parametrize(
+    "space, digest",
+    [(WPCASpace.tiny(), "76ca7de87642f7e7"), (FlexiBERTSpace(), "7cd4054629a1e999"),
+     (DecoderSpace.small(), "03a15db6295ff16d")],
+    ids=["wpca", "flexi", "decoder"],
+)
+def test_seeded_weights_are_those_of_earlier_releases(space, digest):
+    assert _weights_digest(space.build(space.sample(3), seed=7)) == digest
+    assert _weights_digest(space.build(space.sample(3), seed=7, device="cpu", init_device="cpu")) == digest
+
+
+def test_candidates_are_allocated_and_drawn_on_the_build_device(monkeypatch):
+    allocated, drawn = [], []
+    to_empty, generator = torch.nn.Module.to_empty, torch.Generator
+
+    def spy_to_empty(self, *, device, recurse=True):
+        allocated.append(torch.device(device))
+        return to_empty(self, device=device, recurse=recurse)
+
+    def spy_generator(device="cpu"):
+        drawn.append(torch.device(device))
+        return generator(device=device)
+
+    monkeypatch.setattr(torch.nn.Module, "to_empty", spy_to_empty)
+    monkeypatch.setattr(torch, "Generator", spy_generator)
+    space = WPCASpace.tiny()
+    model = space.build(space.sample(0), seed=0, device=torch.device("cpu"))
+    assert allocated == [torch.device("cpu")] and drawn == [torch.device("cpu")]
+    assert next(model.parameters()).device == torch.device("cpu")
+    # init_device: allocated and drawn there (here the CPU as well), then moved to ``device``.
+    allocated.clear(), drawn.clear()
+    space.build(space.sample(0), seed=0, device="cpu", init_device="cpu")
+    assert allocated == [torch.device("cpu")] and drawn == [torch.device("cpu")]
 
 
 @pytest.mark.parametrize("space", [WPCASpace.tiny(), FlexiBERTSpace()], ids=["wpca", "flexi"])

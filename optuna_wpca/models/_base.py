@@ -52,10 +52,15 @@ class NoNorm(nn.Module):
 def init_weights(module: nn.Module, seed: int | None, std: float = 0.02) -> None:
     """BERT's initialisation: N(0, std) weights, zero biases, unit norms.
 
-    A given ``seed`` makes it reproducible without touching the global RNG. Every parameter must
-    be covered, since models are allocated uninitialised (see :func:`allocate`).
+    A given ``seed`` makes it reproducible without touching the global RNG. The values are drawn
+    where the weights live, by that device's generator: on the CPU they are those of every earlier
+    release; on a GPU a seed gives its own reproducible values (build with ``init_device="cpu"``
+    for the CPU's). Every parameter must be covered, since models are allocated uninitialised
+    (see :func:`allocate`).
     """
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
+    first = next(module.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
+    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
     done: set[int] = set()
     with torch.no_grad():
         for m in module.modules():
@@ -74,12 +79,15 @@ def init_weights(module: nn.Module, seed: int | None, std: float = 0.02) -> None
         raise RuntimeError(f"init_weights does not cover parameters {missed}")
 
 
-def allocate(model: nn.Module, build: Callable[[], None], seed: int | None) -> None:
-    """Run ``build`` (which creates ``model``'s submodules) on the meta device, then allocate
-    and initialise once: no default init is wasted and the global RNG is not consumed."""
+def allocate(
+    model: nn.Module, build: Callable[[], None], seed: int | None, device: str | torch.device | None = None
+) -> None:
+    """Run ``build`` (which creates ``model``'s submodules) on the meta device, then allocate on
+    ``device`` (default CPU) and initialise there once: no default init is wasted, nothing is
+    initialised on the CPU to be copied to a GPU, and the global RNG is not consumed."""
     with torch.device("meta"):
         build()
-    model.to_empty(device="cpu")
+    model.to_empty(device=device if device is not None else "cpu")
     init_weights(model, seed)
 
 
@@ -177,7 +185,7 @@ class CandidateModel(nn.Module):
         target, config = read_candidate_config(path)
         if cls is not CandidateModel and not issubclass(target, cls):
             raise ValueError(f"{str(path)!r} holds a {target.__name__}, not a {cls.__name__}")
-        model = target(config)
+        model = target(config, device=device)  # allocated where it will run; the file's values replace the draw
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
             raise FileNotFoundError(f"no {WEIGHTS_NAME} in {str(path)!r}")

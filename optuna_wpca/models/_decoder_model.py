@@ -54,7 +54,7 @@ class DecoderConfig:
 
 
 class DecoderEmbeddings(nn.Module):
-    def __init__(self, config: DecoderConfig) -> None:
+    def __init__(self, config: DecoderConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size)
         self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
@@ -94,7 +94,7 @@ class DecoderModel(CandidateModel):
     config_class = DecoderConfig
     model_type = "optuna_wpca_decoder"
 
-    def __init__(self, config: DecoderConfig) -> None:
+    def __init__(self, config: DecoderConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()
         self.config = config
 
@@ -103,7 +103,7 @@ class DecoderModel(CandidateModel):
             self.layers = nn.ModuleList(DecoderBlock(config, layer) for layer in config.layers)
             self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
-        allocate(self, build, config.seed)
+        allocate(self, build, config.seed, device)
 
     def ffn_input_linears(self) -> list[nn.Linear]:
         return [layer.ffn_in for layer in self.layers]

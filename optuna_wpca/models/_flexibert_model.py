@@ -86,7 +86,7 @@ class FlexiBERTConfig:
 
 
 class ElectraEmbeddings(nn.Module):
-    def __init__(self, config: FlexiBERTConfig) -> None:
+    def __init__(self, config: FlexiBERTConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()
         e = config.embedding_size
         self.word = nn.Embedding(config.vocab_size, e)
@@ -233,7 +233,7 @@ class FlexiBERTModel(CandidateModel):
     config_class = FlexiBERTConfig
     model_type = "optuna_wpca_flexibert"
 
-    def __init__(self, config: FlexiBERTConfig) -> None:
+    def __init__(self, config: FlexiBERTConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()
         self.config = config
 
@@ -241,7 +241,7 @@ class FlexiBERTModel(CandidateModel):
             self.embeddings = ElectraEmbeddings(config)
             self.layers = nn.ModuleList(FlexiBERTLayer(config, layer) for layer in config.layers)
 
-        allocate(self, build, config.seed)
+        allocate(self, build, config.seed, device)
 
     def ffn_input_linears(self) -> list[nn.Linear]:
         return [layer.ffn.dense_in for layer in self.layers]

@@ -71,7 +71,7 @@ class WPCAConfig:
 class MobileBertEmbeddings(nn.Module):
     """128-d token table, trigram concatenation projected to the hidden size, positions, segments."""
 
-    def __init__(self, config: WPCAConfig) -> None:
+    def __init__(self, config: WPCAConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.embedding_size)
         self.trigram = nn.Linear(3 * config.embedding_size, config.hidden_size)
@@ -147,7 +147,7 @@ class WPCAModel(CandidateModel):
     config_class = WPCAConfig
     model_type = "optuna_wpca_wpca"
 
-    def __init__(self, config: WPCAConfig) -> None:
+    def __init__(self, config: WPCAConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()
         self.config = config
 
@@ -158,7 +158,7 @@ class WPCAModel(CandidateModel):
                 for layer in config.layers
             )
 
-        allocate(self, build, config.seed)
+        allocate(self, build, config.seed, device)
 
     def ffn_input_linears(self) -> list[nn.Linear]:
         return [layer.ffn_in for layer in self.layers]

@@ -95,8 +95,16 @@ class SearchSpace(abc.ABC):
         """The parameters that :meth:`from_params` maps back to ``arch``."""
 
     @abc.abstractmethod
-    def build(self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu") -> CandidateModel:
-        """Instantiate the randomly initialised candidate, in eval mode."""
+    def build(
+        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
+    ) -> CandidateModel:
+        """Instantiate the randomly initialised candidate, in eval mode, allocated on ``device``.
+
+        The weights are drawn on ``device`` by its own generator (no CPU initialisation then
+        copy): on the CPU a seed gives the values of every earlier release, on a GPU its own
+        reproducible ones. ``init_device="cpu"`` draws them on the CPU and moves the model, so
+        that a GPU build holds exactly the CPU's values.
+        """
 
     @abc.abstractmethod
     def num_params(self, arch: Architecture, count: str | None = None) -> int:

@@ -160,8 +160,10 @@ class DecoderSpace(SearchSpace):
             seed=seed,
         )
 
-    def build(self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu") -> DecoderModel:
-        return DecoderModel(self.model_config(arch, seed)).to(device).eval()
+    def build(
+        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
+    ) -> DecoderModel:
+        return DecoderModel(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     def num_params(self, arch: Architecture, count: str | None = None) -> int:
         count = count or self.count

@@ -201,8 +201,10 @@ class FlexiBERTSpace(SearchSpace):
             seed=seed,
         )
 
-    def build(self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu") -> FlexiBERTModel:
-        return FlexiBERTModel(self.model_config(arch, seed)).to(device).eval()
+    def build(
+        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
+    ) -> FlexiBERTModel:
+        return FlexiBERTModel(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     # -- analytic parameter count ---------------------------------------------------------------
 

@@ -149,8 +149,10 @@ class WPCASpace(SearchSpace):
             seed=seed,
         )
 
-    def build(self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu") -> WPCAModel:
-        return WPCAModel(self.model_config(arch, seed)).to(device).eval()
+    def build(
+        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
+    ) -> WPCAModel:
+        return WPCAModel(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     # -- analytic parameter count ---------------------------------------------------------------
 
