@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from optuna_wpca import WPCASpace, compute_proxy, text_batch
+from optuna_wpca import WPCASpace, compute_proxy, dim_from_spectrum, text_batch
 from optuna_wpca.proxies._pca import eigenvalues, layer_covariances
 
 
@@ -72,6 +72,15 @@ def workers_check(n: int, batch_size: int, seq_len: int, repeats: int) -> dict[s
         out[f"{workers}_workers_threads_each"] = threads
     out["slowdown"] = out[f"{n}_workers_seconds_per_evaluation"] / out["1_workers_seconds_per_evaluation"]
     return out
+
+
+def _one_after_another(covariances) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        eigenvalues(covariances)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def seeded_build_checks(space: WPCASpace, arch, device: torch.device) -> dict[str, bool]:
@@ -131,6 +140,14 @@ def main() -> None:
         "wpca": median_seconds(lambda: compute_proxy("wpca", model, batch), args.repeats, sync),
         "gradient_step": median_seconds(gradient, args.repeats, sync),
     }
+    if device.type == "cpu" and torch.get_num_threads() > 1:  # one matrix after another, the path before 2026-12-05
+        stages["eigenvalues_one_after_another"] = median_seconds(
+            lambda: _one_after_another(covariances), args.repeats, sync
+        )
+    if device.type != "cpu":  # the accelerator's own eigensolver, the path before 2026-12-05
+        stages["eigenvalues_on_device"] = median_seconds(
+            lambda: eigenvalues(covariances, on_host=False), args.repeats, sync
+        )
     result = {
         "candidate": "WPCASpace.small().sample(0), seed 0",
         "candidate_params": space.num_params(arch),
@@ -147,9 +164,17 @@ def main() -> None:
             "build_over_build_cpu_init": stages["build"] / stages["build_cpu_init"],
         },
         "seeded_build": seeded_build_checks(space, arch, device),
+        "same_pca_dims_on_host_and_device": [dim_from_spectrum(e, 0.99) for e in eigenvalues(covariances)]
+        == [dim_from_spectrum(e, 0.99) for e in eigenvalues(covariances, on_host=False)],
         "torch": torch.__version__,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
     }
+    if "eigenvalues_one_after_another" in stages:
+        result["ratios"]["eigenvalues_side_by_side_over_one_after_another"] = (
+            stages["eigenvalues"] / stages["eigenvalues_one_after_another"]
+        )
+    if "eigenvalues_on_device" in stages:
+        result["ratios"]["eigenvalues_on_device_over_on_host"] = stages["eigenvalues_on_device"] / stages["eigenvalues"]
     if device.type == "cuda":
         result["gpu"] = torch.cuda.get_device_name(device)
     if args.workers and device.type == "cpu":

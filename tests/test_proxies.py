@@ -1,4 +1,5 @@
 import math
+import threading
 
 import pytest
 import torch
@@ -185,6 +186,36 @@ def test_the_faster_spectra_give_the_first_implementations_pca_dims_on_nas_bench
             assert torch.allclose(ref, new, rtol=1e-4, atol=1e-6 * float(ref[0]))
             for eta in (0.9, 0.99):
                 assert dim_from_spectrum(new, eta) == dim_from_spectrum(ref, eta), (i, eta)
+
+
+def test_cpu_spectra_run_side_by_side_on_single_threaded_calls_with_the_same_values(monkeypatch):
+    from optuna_wpca.proxies._pca import eigenvalues
+
+    g = torch.Generator().manual_seed(0)
+    mats = []
+    for n in (40, 40, 40, 64, 64, 64):
+        a = torch.randn(n, n, generator=g)
+        mats.append(a @ a.T)
+    before = torch.get_num_threads()
+    calls = []
+    real = torch.linalg.eigvalsh
+
+    def spy(a):
+        calls.append((threading.get_ident(), torch.get_num_threads(), a.shape[0]))
+        return real(a)
+
+    try:
+        torch.set_num_threads(1)
+        sequential = eigenvalues(mats)
+        torch.set_num_threads(2)
+        monkeypatch.setattr(torch.linalg, "eigvalsh", spy)
+        side_by_side = eigenvalues(mats)
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(sequential, side_by_side))
+    assert len(calls) == 4  # two sizes, each split in two
+    assert all(ident != threading.main_thread().ident and threads == 1 for ident, threads, _ in calls)
 
 
 def test_the_forward_pass_stops_after_the_last_ffn_linear(small_batch):
