@@ -67,7 +67,7 @@ for stage in "${stages[@]}"; do
     search)
       s0=$(date +%s)
       timeout "$LIMIT" python3 -m optuna_wpca.cli search --preset wpca-small --device "$DEVICE" "${TOKENIZER[@]}" \
-        --storage sqlite:////tmp/gpu_search.db --n-trials 2000 --quiet > "$LOGS/search.log" 2>&1
+        --storage sqlite:////tmp/gpu_search.db --n-trials 2000 --write-every 50 --quiet > "$LOGS/search.log" 2>&1
       echo "search: $(( $(date +%s) - s0 )) s for up to 2000 evaluations" >> "$LOGS/search.log" ;;
     mlm)
       rm -f "$OUT/own_bench_mlm_gpu.journal"

@@ -1,11 +1,13 @@
 """What a trial costs besides its proxy: the storage and the sampler, per trial.
 
-    python benchmarks/trial_overhead.py [--trials 300] [--json benchmarks/results/trial_overhead.json]
+    python benchmarks/trial_overhead.py [--trials 300] [--write-every 50] [--json benchmarks/results/trial_overhead.json]
 
 A W-PCA-Small study (``WPCASpace.small()``, 24 categorical genes, the 15.7M budget) whose objective
 only suggests the architecture and records what ``ZeroCostObjective`` records (user attributes of a
 typical trial), so what is timed is Optuna's bookkeeping: the sampler's proposal and the storage's
-reads and writes. Each (storage, sampler) pair is one study of ``--trials`` trials in the same run.
+reads and writes. Each (storage, sampler) pair is one study of ``--trials`` trials in the same run,
+written trial by trial and (``optuna-wpca search --write-every N``, :class:`optuna_wpca.BatchedWrites`)
+N at a time.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def objective_for(space):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--write-every", type=int, default=50, help="the batched rows' batch (default 50)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     space = optuna_wpca.WPCASpace.small()
@@ -61,14 +64,21 @@ def main() -> None:
     rows = []
     for sname, storage in storages.items():
         for pname, sampler in samplers.items():
-            study = optuna.create_study(direction="maximize", sampler=sampler(), storage=storage(),
-                                        study_name=f"{sname}-{pname}")
-            start = time.perf_counter()
-            study.optimize(objective_for(space), n_trials=args.trials)
-            seconds = (time.perf_counter() - start) / args.trials
-            rows.append({"storage": sname, "sampler": pname, "seconds_per_trial": seconds})
-            print(f"{sname:<12}{pname:<15}{1000 * seconds:8.2f} ms per trial", flush=True)
-    result = {"trials": args.trials, "space": "WPCASpace.small()", "rows": rows}
+            for every in (1, args.write_every) if sname != "in-memory" else (1,):
+                study = optuna.create_study(direction="maximize", sampler=sampler(), storage=storage(),
+                                            study_name=f"{sname}-{pname}-{every}")
+                start = time.perf_counter()
+                if every == 1:
+                    study.optimize(objective_for(space), n_trials=args.trials)
+                else:  # the search's --write-every: an in-memory copy, written a batch at a time
+                    batched = optuna_wpca.BatchedWrites(study, every)
+                    with batched as working:
+                        working.optimize(objective_for(space), n_trials=args.trials, callbacks=[batched.callback])
+                seconds = (time.perf_counter() - start) / args.trials
+                assert len(study.trials) == args.trials
+                rows.append({"storage": sname, "sampler": pname, "write_every": every, "seconds_per_trial": seconds})
+                print(f"{sname:<12}{pname:<15}every {every:<4}{1000 * seconds:8.2f} ms per trial", flush=True)
+    result = {"trials": args.trials, "space": "WPCASpace.small()", "write_every": args.write_every, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 

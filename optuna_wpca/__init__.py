@@ -10,6 +10,7 @@ Example:
     6
 """
 
+from optuna_wpca._batched import BatchedWrites
 from optuna_wpca._objective import ZeroCostObjective
 from optuna_wpca.ranking import Benchmark, load_benchmark, rank_proxies
 from optuna_wpca._storage import open_storage
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_ETA",
     "PRESETS",
     "Architecture",
+    "BatchedWrites",
     "Benchmark",
     "Budget",
     "CandidateModel",

@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="finished trials the study should reach: a rerun after a stop finishes the search "
                         "(default population x generations = 2000)")
     search.add_argument("--n-jobs", type=int, default=1, help="threads evaluating trials (default 1)")
+    search.add_argument("--write-every", type=int, default=1,
+                        help="finished trials per write to the storage: N > 1 runs the trials on an in-memory "
+                        "copy of the study and writes them N at a time, one transaction each (a kill loses at "
+                        "most N - 1 finished trials; the population size is a good N on SQLite); default 1")
     search.add_argument("--population-size", type=int, default=50, help="GA population (default 50)")
     search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
     search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")

@@ -42,6 +42,7 @@ def run_search(args: argparse.Namespace) -> int:
     from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
 
+    from optuna_wpca._batched import BatchedWrites
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
     from optuna_wpca._study import record_search
@@ -53,6 +54,8 @@ def run_search(args: argparse.Namespace) -> int:
         raise CLIError(f"--n-trials must be >= 1 (the finished trials the study should reach), got {args.n_trials}")
     if args.n_jobs < 1:
         raise CLIError(f"--n-jobs must be >= 1, got {args.n_jobs}")
+    if args.write_every < 1:
+        raise CLIError(f"--write-every must be >= 1 (finished trials per write), got {args.write_every}")
     space, budget = _search_from_args(args)
     sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
     sampler = WPCASampler(
@@ -89,7 +92,13 @@ def run_search(args: argparse.Namespace) -> int:
         with trial_heartbeat(trial, HEARTBEAT_INTERVAL):
             return objective(trial)
 
-    if remaining > 0:
+    if remaining > 0 and args.write_every > 1:
+        # Trials run on an in-memory copy (no heartbeats needed there) and reach the storage in batches.
+        batched = BatchedWrites(study, args.write_every)
+        with stop, batched as working:
+            working.optimize(objective, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
+                             callbacks=[batched.callback, MaxTrialsCallback(target, states=finished), stop])
+    elif remaining > 0:
         with stop:
             study.optimize(run, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
                            callbacks=[MaxTrialsCallback(target, states=finished), stop])

@@ -1,0 +1,146 @@
+"""Batched writes: run a study's trials in memory and write them to its storage a batch at a time.
+
+A zero-cost trial costs a fraction of a second, and a storage such as SQLite pays a committed
+transaction for every parameter and attribute of it (about 40 for a W-PCA-Small trial: 50-60 ms on
+SQLite, 13-16% of an evaluation at the default minibatch). :class:`BatchedWrites` keeps the study an
+Optuna study: the same sampler and objective run on an in-memory copy, and every ``every`` finished
+trials (and when the run ends, however it ends) the new trials are written to the real storage whole,
+one transaction each, with their parameters, values, attributes, constraints, GA generation,
+artifacts and optuna-dashboard notes.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from typing import Any
+
+import optuna
+from optuna.storages import InMemoryStorage
+from optuna.trial import FrozenTrial, TrialState
+
+_ORIGIN_KEY = "optuna_wpca:written_by"
+_NOTE_PREFIX = "dashboard:"
+
+_logger = optuna.logging.get_logger(__name__)
+
+
+class BatchedWrites:
+    """An in-memory working copy of ``study`` whose finished trials reach ``study`` in batches.
+
+    Use it as a context manager around ``optimize``; the copy starts with every finished trial of
+    ``study`` (so a GA sampler resumes where the study stands) and, at each write, takes in the
+    trials other processes have written meanwhile. What is lost if the process is killed: at most
+    the last ``every - 1`` finished trials, never a half-written one. Running and waiting trials of
+    ``study`` are left where they are.
+
+    Args:
+        study: the study to fill (any storage).
+        every: finished trials per write (1 writes each trial as it finishes).
+        sampler: the working copy's sampler; default a copy of the study's. A sampler that has
+            already run trials of another study object and keeps that study in its state (TPE's
+            search space does) must be given fresh here.
+
+    Example:
+        >>> import optuna
+        >>> study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        >>> with BatchedWrites(study, every=5) as working:
+        ...     working.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=12)
+        >>> len(study.trials)
+        12
+    """
+
+    def __init__(self, study: optuna.Study, every: int, *, sampler: optuna.samplers.BaseSampler | None = None) -> None:
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive number of trials, got {every!r}")
+        self.study = study
+        self.every = every
+        self._origin = uuid.uuid4().hex
+        self._lock = threading.Lock()  # optimize(n_jobs > 1) calls back from several threads
+        self._written: set[int] = set()  # working-copy numbers already written (or read from the study)
+        self._seen: set[int] = set()  # trial ids of the study already in the working copy
+        storage = study._storage
+        if sampler is None:
+            try:  # its own copy, so the study's sampler object is left as it was
+                sampler = copy.deepcopy(study.sampler)
+            except (TypeError, copy.Error):  # one that does not copy (a lock, say) is shared
+                sampler = study.sampler
+        self.working = optuna.create_study(storage=InMemoryStorage(), sampler=sampler, directions=study.directions)
+        for key, value in storage.get_study_user_attrs(study._study_id).items():
+            self.working.set_user_attr(key, value)
+        for key, value in storage.get_study_system_attrs(study._study_id).items():
+            if not key.startswith(_NOTE_PREFIX):
+                self.working._storage.set_study_system_attr(self.working._study_id, key, value)
+        self._take_in_new_trials()
+        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if waiting:
+            _logger.warning("%d enqueued trials of study %r are left for a run without batched writes",
+                            len(waiting), study.study_name)
+
+    def __enter__(self) -> optuna.Study:
+        return self.working
+
+    def __exit__(self, *exc: object) -> None:
+        self.write()
+
+    def callback(self, _study: optuna.Study, _trial: FrozenTrial) -> None:
+        """An ``optimize`` callback that writes once ``every`` finished trials are waiting."""
+        if len(self._unwritten()) >= self.every:  # write() looks again under its lock
+            self.write()
+
+    def _unwritten(self) -> list[FrozenTrial]:
+        return [t for t in self.working.get_trials(deepcopy=False)
+                if t.state.is_finished() and t.number not in self._written]
+
+    def write(self) -> int:
+        """Write the finished trials not yet written (one transaction each); returns how many."""
+        with self._lock:
+            return self._write()
+
+    def _write(self) -> int:
+        trials = self._unwritten()
+        storage, study_id = self.study._storage, self.study._study_id
+        notes = self.working._storage.get_study_system_attrs(self.working._study_id) if trials else {}
+        for t in trials:
+            copy = _with_system_attr(t, _ORIGIN_KEY, self._origin)
+            trial_id = storage.create_new_trial(study_id, template_trial=copy)
+            self._written.add(t.number)
+            self._seen.add(trial_id)
+            _copy_note(notes, t._trial_id, storage, study_id, trial_id)
+        if trials:
+            _logger.info("wrote %d trials to study %r", len(trials), self.study.study_name)
+        self._take_in_new_trials()
+        return len(trials)
+
+    def _take_in_new_trials(self) -> None:
+        """Finished trials of the study not yet in the working copy (other workers', or all at start)."""
+        for t in self.study.get_trials(deepcopy=False):
+            if t._trial_id in self._seen or not t.state.is_finished():
+                continue
+            self._seen.add(t._trial_id)
+            if t.system_attrs.get(_ORIGIN_KEY) == self._origin:
+                continue
+            number = len(self.working.get_trials(deepcopy=False))
+            self.working.add_trial(t)
+            self._written.add(number)
+
+
+def _with_system_attr(trial: FrozenTrial, key: str, value: Any) -> FrozenTrial:
+    copy = FrozenTrial(
+        number=trial.number, state=trial.state, value=None, values=trial.values,
+        datetime_start=trial.datetime_start, datetime_complete=trial.datetime_complete,
+        params=trial.params, distributions=trial.distributions, user_attrs=trial.user_attrs,
+        system_attrs={**trial.system_attrs, key: value}, intermediate_values=trial.intermediate_values,
+        trial_id=trial._trial_id,
+    )
+    return copy
+
+
+def _copy_note(attrs: dict[str, Any], src_id: int, storage: Any, study_id: int, dst_id: int) -> None:
+    """An optuna-dashboard note is kept in study attributes keyed by trial id: re-key it."""
+    prefix = f"{_NOTE_PREFIX}{src_id}:"
+    for key, value in attrs.items():
+        if key.startswith(prefix):
+            storage.set_study_system_attr(study_id, f"{_NOTE_PREFIX}{dst_id}:{key[len(prefix):]}", value)
+
