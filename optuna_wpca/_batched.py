@@ -22,6 +22,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 _ORIGIN_KEY = "optuna_wpca:written_by"
 _NOTE_PREFIX = "dashboard:"
+_GA_CACHE = ":parent:"  # BaseGASampler's per-generation parent cache keys
+_MISSING = object()
 
 _logger = optuna.logging.get_logger(__name__)
 
@@ -72,6 +74,7 @@ class BatchedWrites:
         for key, value in storage.get_study_system_attrs(study._study_id).items():
             if not key.startswith(_NOTE_PREFIX):
                 self.working._storage.set_study_system_attr(self.working._study_id, key, value)
+        self._study_attrs = self._working_study_attrs()
         self._take_in_new_trials()
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         if waiting:
@@ -108,10 +111,31 @@ class BatchedWrites:
             self._written.add(t.number)
             self._seen.add(trial_id)
             _copy_note(notes, t._trial_id, storage, study_id, trial_id)
+        self._write_study_attrs()
         if trials:
             _logger.info("wrote %d trials to study %r", len(trials), self.study.study_name)
         self._take_in_new_trials()
         return len(trials)
+
+    def _working_study_attrs(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        storage, study_id = self.working._storage, self.working._study_id
+        system = {k: v for k, v in storage.get_study_system_attrs(study_id).items()
+                  if not k.startswith(_NOTE_PREFIX) and _GA_CACHE not in k}
+        return dict(storage.get_study_user_attrs(study_id)), system
+
+    def _write_study_attrs(self) -> None:
+        """Study attributes set during the run (the search record that the objective or the sampler
+        writes on first sight, say) reach the study too; the GA's per-generation parent caches do not,
+        so another worker's stay as they are."""
+        user, system = self._working_study_attrs()
+        storage, study_id = self.study._storage, self.study._study_id
+        for key, value in user.items():
+            if self._study_attrs[0].get(key, _MISSING) != value:
+                storage.set_study_user_attr(study_id, key, value)
+        for key, value in system.items():
+            if self._study_attrs[1].get(key, _MISSING) != value:
+                storage.set_study_system_attr(study_id, key, value)
+        self._study_attrs = (user, system)
 
     def _take_in_new_trials(self) -> None:
         """Finished trials of the study not yet in the working copy (other workers', or all at start)."""

@@ -91,6 +91,25 @@ def test_trials_finished_before_an_error_are_written(tmp_path):
     assert states.count(TrialState.COMPLETE) == 5 and states.count(TrialState.FAIL) == 1
 
 
+def test_the_search_record_made_during_the_run_reaches_the_study(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    sampler = WPCASampler(SPACE, population_size=4, seed=0)
+    objective = ZeroCostObjective(SPACE, batch=text_batch(batch_size=4, seq_len=16))
+    study = optuna.create_study(storage=url, study_name="a", sampler=sampler, directions=objective.directions)
+    assert "optuna_wpca.space" not in study.user_attrs
+    with BatchedWrites(study, every=2) as working:
+        working.optimize(objective, n_trials=3)
+    study = optuna.load_study(study_name="a", storage=url)
+    assert study.user_attrs["optuna_wpca.space"] == working.user_attrs["optuna_wpca.space"]
+    assert len(study.trials) == 3
+    # ... so a different search into the same study is refused, as without batched writes
+    other = ZeroCostObjective(WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2),
+                              batch=text_batch(batch_size=4, seq_len=16))
+    with pytest.raises(ValueError, match="space"):
+        with BatchedWrites(study, every=2, sampler=optuna.samplers.RandomSampler(seed=0)) as working:
+            other._study_budget(working.ask())
+
+
 def test_every_must_be_a_positive_count():
     with pytest.raises(ValueError, match="every must be a positive number of trials, got 0"):
         BatchedWrites(optuna.create_study(), every=0)
