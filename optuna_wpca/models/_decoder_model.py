@@ -54,7 +54,7 @@ class DecoderConfig:
 
 
 class DecoderEmbeddings(nn.Module):
-    def __init__(self, config: DecoderConfig, *, device: str | torch.device | None = None) -> None:
+    def __init__(self, config: DecoderConfig) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden_size)
         self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)

@@ -86,7 +86,7 @@ class FlexiBERTConfig:
 
 
 class ElectraEmbeddings(nn.Module):
-    def __init__(self, config: FlexiBERTConfig, *, device: str | torch.device | None = None) -> None:
+    def __init__(self, config: FlexiBERTConfig) -> None:
         super().__init__()
         e = config.embedding_size
         self.word = nn.Embedding(config.vocab_size, e)

@@ -71,7 +71,7 @@ class WPCAConfig:
 class MobileBertEmbeddings(nn.Module):
     """128-d token table, trigram concatenation projected to the hidden size, positions, segments."""
 
-    def __init__(self, config: WPCAConfig, *, device: str | torch.device | None = None) -> None:
+    def __init__(self, config: WPCAConfig) -> None:
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.embedding_size)
         self.trigram = nn.Linear(3 * config.embedding_size, config.hidden_size)

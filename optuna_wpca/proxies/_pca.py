@@ -135,7 +135,7 @@ def _one_cpu_thread(device: torch.device) -> Iterator[int]:
 
 
 def eigenvalues(
-    covariances: Sequence[torch.Tensor | FFNCovariance], *, on_host: bool | None = None
+    covariances: Sequence[torch.Tensor | FFNCovariance], *, on_host: bool = True
 ) -> list[torch.Tensor]:
     """Descending eigenvalues (float32, clamped at 0) of symmetric matrices (or of factored FFN
     covariances, padded with zeros to their width).
@@ -155,7 +155,7 @@ def eigenvalues(
         for i, m in enumerate(small):
             groups.setdefault((m.shape[0], m.device), []).append(i)
         stacks = {key: torch.stack([small[i] for i in idx]) for key, idx in groups.items()}
-        if on_host is not False:
+        if on_host:
             stacks = {key: m.cpu() for key, m in stacks.items()}
 
     def solve(matrices: torch.Tensor, idx: list[int]) -> None:
