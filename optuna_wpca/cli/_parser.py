@@ -35,8 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
         "rank",
         help="correlate zero-cost proxies with a trained benchmark (NAS-Bench-BERT, LTS GPT-2 decoders, own)",
         description="Build every benchmark architecture, score it with each proxy, and print Kendall tau, "
-        "Spearman rho and seconds per 1,000 evaluations. The trivial baselines num_layers and params are "
-        "always printed too.",
+        "Spearman rho and seconds per 1,000 evaluations, then the pick under a budget: for budgets at the "
+        "20th..90th percentiles of the parameter count, where each proxy's best feasible architecture ranks "
+        "among those that fit. The trivial baselines num_layers and params are always printed too. A "
+        "combination of proxies is named with '+' (vpca+synaptic_saliency).",
     )
     rank.add_argument("--benchmark", default="nas-bench-bert",
                       help="a bundled benchmark by name: nas-bench-bert (default; CC BY 4.0) or lts-gpt2-wt103 "
@@ -74,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     rank.add_argument("--shard", default=None, metavar="K/M",
                       help="score only entries with index K modulo M, so M processes share one --checkpoint "
                            "file (the table is printed once the file holds every entry)")
+    rank.add_argument("--reference-size", type=int, default=64,
+                      help="entries drawn (without labels) as the reference sample that sets a combination's "
+                           "scale, like a search's sample of its space (default 64)")
+    rank.add_argument("--reference-seed", type=int, default=0, help="seed of that draw (default 0)")
+    rank.add_argument("--resamples", type=int, default=1000,
+                      help="bootstrap resamples for the intervals of the pick under a budget (default 1000; 0: none)")
     rank.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_batch_options(rank, 128)  # the published rank tables' 128 x 128
     rank.set_defaults(func=run_rank)

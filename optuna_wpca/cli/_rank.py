@@ -14,7 +14,7 @@ def run_rank(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from optuna_wpca.ranking import (
-        LTS_REFERENCES, format_seed_noise, format_table, is_lts_bundled, load_benchmark, rank_proxies, seed_noise,
+        LTS_REFERENCES, format_budget_table, format_seed_noise, format_table, is_lts_bundled, load_benchmark, rank_proxies, seed_noise,
     )
     from optuna_wpca._text import text_batch
     from optuna_wpca.proxies import check_proxy_options, get_proxy, list_proxies
@@ -25,9 +25,16 @@ def run_rank(args: argparse.Namespace) -> int:
         # "all": the zero-cost ones (a one-shot proxy needs its trained supernet, named with --supernet)
         proxies.extend([p for p in list_proxies() if get_proxy(p).zero_cost] if name == "all" else [name])
     known = set(list_proxies())
-    unknown = [p for p in proxies if p not in known]
-    if unknown:
-        raise CLIError(f"unknown proxy {unknown[0]!r}; choose from: all, {', '.join(sorted(known))}")
+    for p in proxies:
+        if p not in known and "+" not in p:
+            raise CLIError(f"unknown proxy {p!r}; choose from: all, {', '.join(sorted(known))}, "
+                           "or a combination joined by '+'")
+        get_proxy(p)  # a combination naming an unknown part: one line
+    if args.reference_size < 2:
+        raise CLIError(f"--reference-size must be >= 2 (architectures that set a combination's scale), "
+                       f"got {args.reference_size}")
+    if args.resamples < 0:
+        raise CLIError(f"--resamples must be >= 0, got {args.resamples}")
     options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
     if args.supernet:
         options["supernet"] = args.supernet
@@ -55,13 +62,16 @@ def run_rank(args: argparse.Namespace) -> int:
         results = rank_proxies(
             bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,
             options=options, progress=bar.update, share=not args.no_share, checkpoint=args.checkpoint,
-            shard=shard,
+            shard=shard, reference_size=args.reference_size, reference_seed=args.reference_seed,
+            resamples=args.resamples,
         )
     if results is None:
         print(f"shard {args.shard} done; other shards still have entries to score in {args.checkpoint}. "
               "When every shard has finished, the last one (or a run without --shard) prints the table.")
         return 0
     print(format_table(results, bench))
+    print()
+    print(format_budget_table(results, bench))
     noise = seed_noise(bench) if args.limit is None else None
     if noise:
         print(format_seed_noise(noise, bench.metric))
@@ -79,6 +89,7 @@ def run_rank(args: argparse.Namespace) -> int:
             "count": args.count,
             "as_trained": args.as_trained,
             "device": str(args.device),
+            "reference": {"size": args.reference_size, "seed": args.reference_seed},
             "proxies": {name: r.to_dict() for name, r in results.items()},
         }
         if noise:

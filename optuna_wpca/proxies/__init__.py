@@ -1,6 +1,13 @@
 """Zero-cost proxies behind one registry."""
 
 from optuna_wpca.proxies import _baselines, _counts, _hardware, _hidden_covariance, _pca  # noqa: F401  (registration)
+from optuna_wpca.proxies._combined import (
+    DEFAULT_REFERENCE_SIZE,
+    ReferenceSample,
+    combine,
+    draw_reference,
+    parse_combination,
+)
 from optuna_wpca.proxies._pca import (
     DEFAULT_ETA,
     check_proxy_options,
@@ -14,12 +21,21 @@ from optuna_wpca.proxies._registry import (
     ProxySpec,
     compute_proxy,
     get_proxy,
+    list_base_proxies,
     list_proxies,
+    register_combination,
     register_proxy,
 )
 
 __all__ = [
     "DEFAULT_ETA",
+    "DEFAULT_REFERENCE_SIZE",
+    "ReferenceSample",
+    "combine",
+    "draw_reference",
+    "list_base_proxies",
+    "parse_combination",
+    "register_combination",
     "ProxyResult",
     "ProxySpec",
     "check_proxy_options",

@@ -33,15 +33,30 @@ class ProxySpec:
     direction: str = "maximize"
     #: False for a proxy that needs something trained first (the supernet): left out of "all".
     zero_cost: bool = True
+    #: The proxies a combination is made of (empty for a plain proxy); see ``proxies._combined``.
+    parts: tuple[str, ...] = ()
 
     @property
     def options(self) -> tuple[str, ...]:
-        """The keyword-only options the proxy takes, with their defaults."""
+        """The names of the keyword-only options the proxy takes (a combination: its parts' and
+        ``reference``)."""
         params = inspect.signature(self.fn).parameters.values()
-        return tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        own = tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        if not self.parts:
+            return own
+        return tuple(dict.fromkeys([*own, *(o for part in self.parts for o in get_proxy(part).options)]))
 
 
 _REGISTRY: dict[str, ProxySpec] = {}
+#: Combinations named ad hoc ("a+b"), made on first use by the factory that ``_combined`` installs.
+_COMBINATIONS: dict[str, ProxySpec] = {}
+_combination_factory: Callable[[str], ProxySpec] | None = None
+
+
+def set_combination_factory(factory: Callable[[str], ProxySpec]) -> None:
+    """Install what turns a name ``"a+b"`` into a combination's spec (``proxies._combined``)."""
+    global _combination_factory
+    _combination_factory = factory
 
 
 def register_proxy(
@@ -69,22 +84,44 @@ def register_proxy(
     return decorate
 
 
+def register_combination(name: str, parts: str, *, description: str | None = None) -> ProxySpec:
+    """Register the combination ``parts`` (``"a+b"``) under a short ``name`` (see ``proxies._combined``)."""
+    if name in _REGISTRY or "+" in name:
+        raise ValueError(f"a proxy named {name!r} is already registered, or the name contains '+'")
+    spec = get_proxy(parts)
+    _REGISTRY[name] = ProxySpec(name, spec.fn, spec.needs_grad, description or spec.description,
+                                spec.direction, spec.zero_cost, spec.parts)
+    return _REGISTRY[name]
+
+
 def list_proxies() -> list[str]:
-    """Names of the registered proxies, in registration order."""
+    """Names of the registered proxies, in registration order (named combinations included)."""
     return list(_REGISTRY)
 
 
+def list_base_proxies() -> list[str]:
+    """Names of the registered proxies that are not combinations."""
+    return [name for name, spec in _REGISTRY.items() if not spec.parts]
+
+
 def get_proxy(name: str) -> ProxySpec:
-    """The registered proxy ``name``; a clear error naming the registered ones otherwise."""
-    try:
+    """The registered proxy ``name``, or the combination a name ``"a+b"`` spells; a clear error
+    naming the registered ones otherwise."""
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown proxy {name!r}; registered proxies: {', '.join(_REGISTRY)}") from None
+    if "+" in name and _combination_factory is not None:
+        if name not in _COMBINATIONS:
+            _COMBINATIONS[name] = _combination_factory(name)
+        return _COMBINATIONS[name]
+    raise ValueError(f"unknown proxy {name!r}; registered proxies: {', '.join(_REGISTRY)} (or a combination "
+                     "of them joined by '+')")
 
 
 def compute_proxy(name: str, model: CandidateModel, batch: TextBatch, **options: Any) -> ProxyResult:
     """Score ``model`` with proxy ``name``; options the proxy does not take are ignored, so one
     option set (``eta``, ``count``, ...) can be passed to every proxy in a loop."""
     spec = get_proxy(name)
+    if spec.parts:  # each part takes what it accepts
+        return spec.fn(model, batch, **options)
     accepted = {k: v for k, v in options.items() if k in spec.options}
     return spec.fn(model, batch, **accepted)

@@ -16,17 +16,24 @@ from optuna_wpca.ranking._benchmark import (
 )
 from optuna_wpca.ranking._correlation import correlations, seed_noise, within_bucket, within_depth, within_groups
 from optuna_wpca.ranking._rank import TRIVIAL_BASELINES, ProxyRanking, rank_proxies
-from optuna_wpca.ranking._report import LTS_REFERENCES, PAPER_TABLE1, format_seed_noise, format_table
+from optuna_wpca.ranking._budget_pick import DEFAULT_PERCENTILES, bootstrap_picks, budget_pick, budget_pick_within, budgets_at
+from optuna_wpca.ranking._report import LTS_REFERENCES, PAPER_TABLE1, format_budget_table, format_seed_noise, format_table
 
 __all__ = [
     "BUNDLED_BENCHMARKS",
+    "DEFAULT_PERCENTILES",
     "LTS_REFERENCES",
     "PAPER_TABLE1",
     "TRIVIAL_BASELINES",
     "Benchmark",
     "ProxyRanking",
     "benchmark_path",
+    "bootstrap_picks",
+    "budget_pick",
+    "budget_pick_within",
+    "budgets_at",
     "correlations",
+    "format_budget_table",
     "format_seed_noise",
     "format_table",
     "is_lts_bundled",

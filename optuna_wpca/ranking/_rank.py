@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 from optuna_wpca._text import TextBatch, text_batch
-from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
+from optuna_wpca.proxies import DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, combine, compute_proxy, get_proxy
 from optuna_wpca.ranking._benchmark import Benchmark
+from optuna_wpca.ranking._budget_pick import DEFAULT_PERCENTILES, bootstrap_picks, budget_pick, budget_pick_within
 from optuna_wpca.ranking._checkpoint import entry_key, read_checkpoint
 from optuna_wpca.ranking._correlation import correlations, within_bucket, within_depth
 from optuna_wpca.ranking._report import PAPER_SOURCE, PAPER_TABLE1
@@ -37,6 +39,8 @@ class ProxyRanking:
     by_depth: dict[str, Any] | None = None
     #: Correlations within each size bucket, when the benchmark file has buckets (``within_bucket``).
     by_bucket: dict[str, Any] | None = None
+    #: The pick under a budget (``budget_pick``), with ``within_depth`` and ``bootstrap`` where computed.
+    budget: dict[str, Any] | None = None
 
     @property
     def seconds_per_1000(self) -> float:
@@ -58,6 +62,8 @@ class ProxyRanking:
             out["within_depth"] = self.by_depth
         if self.by_bucket:
             out["within_bucket"] = self.by_bucket
+        if self.budget:
+            out["budget_pick"] = self.budget
         if self.name in PAPER_TABLE1:
             tau, rho = PAPER_TABLE1[self.name]
             out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": PAPER_SOURCE}
@@ -77,6 +83,10 @@ def rank_proxies(
     share: bool = True,
     checkpoint: str | Path | None = None,
     shard: tuple[int, int] | None = None,
+    reference_size: int = DEFAULT_REFERENCE_SIZE,
+    reference_seed: int = 0,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    resamples: int = 1000,
 ) -> dict[str, ProxyRanking] | None:
     """Score every architecture with every proxy and correlate with the benchmark's scores.
 
@@ -106,7 +116,9 @@ def rank_proxies(
             raise ValueError("shard needs a checkpoint file that the shards share")
         if not (m >= 1 and 0 <= k < m):
             raise ValueError(f"shard must be (k, m) with 0 <= k < m, got {shard}")
-    names = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
+    requested = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
+    # What is scored: combinations are made of their parts' values.
+    names = list(dict.fromkeys(p for name in requested for p in (get_proxy(name).parts or (name,))))
     check_proxy_options(options or {})
     results = {name: ProxyRanking(name, get_proxy(name).needs_grad) for name in names}
     batch = (batch or text_batch(batch_size=128, seq_len=128)).to(device)  # the published tables' minibatch
@@ -155,9 +167,13 @@ def rank_proxies(
         if any(key not in everything for key in keys):
             return None
         return rank_proxies(benchmark, proxies, batch=batch, limit=limit, seed=seed, device=device,
-                            options=options, share=share, checkpoint=checkpoint)
+                            options=options, share=share, checkpoint=checkpoint, reference_size=reference_size,
+                            reference_seed=reference_seed, percentiles=percentiles, resamples=resamples)
+    results = _with_combinations(results, requested, reference_size, reference_seed)
     truth = benchmark.truth[:n]
     depths = [arch.num_layers for arch in benchmark.archs[:n]]
+    counts = [benchmark.space_of(i).num_params(benchmark.archs[i]) for i in range(n)]
+    _budget_picks(results, truth, counts, depths, percentiles, resamples)
     for r in results.values():
         r.kendall_tau, r.spearman_rho = correlations(r.values, truth)
         if len(set(depths)) > 1:
@@ -166,6 +182,43 @@ def rank_proxies(
         if len(set(buckets)) > 1:
             r.by_bucket = within_bucket(r.values, truth, buckets)
     return results
+
+
+def _with_combinations(scored: dict[str, ProxyRanking], requested: list[str], size: int, seed: int
+                       ) -> dict[str, ProxyRanking]:
+    """The requested rankings, combinations computed from their parts on a seeded reference sample."""
+    out = {}
+    for name in requested:
+        spec = get_proxy(name)
+        if not spec.parts:
+            out[name] = scored[name]
+            continue
+        n = len(scored[spec.parts[0]].values)
+        rng = np.random.default_rng(seed)
+        chosen = rng.choice(n, size=min(size, n), replace=False)
+        reference = ReferenceSample({p: [scored[p].values[i] for i in chosen] for p in spec.parts}, seed)
+        r = ProxyRanking(name, spec.needs_grad)
+        r.values = [combine(spec.parts, {p: scored[p].values[i] for p in spec.parts}, reference)[0]
+                    for i in range(n)]
+        r.seconds = sum(scored[p].seconds for p in spec.parts)
+        out[name] = r
+    return out
+
+
+def _budget_picks(results: dict[str, ProxyRanking], truth: list[float], counts: list[int], depths: list[int],
+                  percentiles: Sequence[float], resamples: int) -> None:
+    """Each ranking's pick under a budget, within depth where there are several, and the bootstrap."""
+    maximize = {name: get_proxy(name).direction == "maximize" for name in results}
+    for name, r in results.items():
+        r.budget = budget_pick(r.values, truth, counts, maximize=maximize[name], percentiles=percentiles)
+        if len(set(depths)) > 1:
+            r.budget["within_depth"] = budget_pick_within(r.values, truth, counts, depths,
+                                                          maximize=maximize[name], percentiles=percentiles)
+    if resamples > 0:
+        boot = bootstrap_picks({name: (r.values, maximize[name]) for name, r in results.items()}, truth, counts,
+                               baseline="params", resamples=resamples, percentiles=percentiles)
+        for name, r in results.items():
+            r.budget["bootstrap"] = boot[name]
 
 
 @dataclass(frozen=True)

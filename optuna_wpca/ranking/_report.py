@@ -82,3 +82,45 @@ def format_seed_noise(noise: dict[str, Any], metric: str) -> str:
     if mean:
         line += f"; within size bucket tau {mean['kendall_tau']:.3f}, rho {mean['spearman_rho']:.3f}"
     return line + " (proxies are correlated with the mean over seeds; differences below this noise say little)"
+
+
+def format_budget_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None = None) -> str:
+    """The pick under a budget: for budgets at fixed percentiles of the parameter count, the
+    percentile of each objective's best feasible architecture among the feasible ones (1.0: the best
+    that fits), mean and worst over budgets, the mean regret in the benchmark's unit, the best of the
+    objective's top k, a bootstrap interval of the mean, and of the difference to the parameter count."""
+    first = next((r.budget for r in results.values() if r.budget), None)
+    if first is None:
+        return ""
+    depth = any(r.budget and r.budget.get("within_depth", {}).get("mean") for r in results.values())
+    unit = benchmark.metric if benchmark is not None else "score"
+    header = (f"{'objective':<30}{'mean':>7}{'worst':>7}{'regret':>9}{'top' + str(first['top']):>7}"
+              f"{'mean 95% CI':>15}{'vs params':>10}{'95% CI':>17}")
+    header += f"{'depth mean':>12}{'depth worst':>12}" if depth else ""
+    lines = ["pick under a budget (percentile of the pick among the architectures that fit; 1.0 = the best)",
+             header, "-" * len(header)]
+    for r in results.values():
+        b = r.budget or {}
+        boot = b.get("bootstrap", {})
+        ci = boot.get("mean_interval")
+        d_ci = boot.get("difference_interval")
+        row = (f"{r.name:<30}{b['mean']:>7.3f}{b['worst']:>7.3f}{b['mean_regret']:>9.3f}"
+               f"{b['mean_best_of_top']:>7.3f}")
+        row += f"{f'{ci[0]:.3f}..{ci[1]:.3f}':>15}" if ci else f"{'-':>15}"
+        row += (f"{boot['difference']:>+10.3f}{f'{d_ci[0]:+.3f}..{d_ci[1]:+.3f}':>17}"
+                if d_ci and r.name != boot.get("baseline") else f"{'-':>10}{'-':>17}")
+        if depth:
+            m = b.get("within_depth", {}).get("mean") or {}
+            row += f"{m.get('mean', float('nan')):>12.3f}{m.get('worst', float('nan')):>12.3f}"
+        lines.append(row)
+    budgets = ", ".join(f"{row['percentile']:g}" for row in first["budgets"])
+    lines.append(f"budgets at the {budgets}th percentiles of the parameter count; ties in an objective averaged; "
+                 f"regret in {unit} (mean over budgets)")
+    boot = first.get("bootstrap")
+    if boot:
+        lines.append(f"intervals: {boot['resamples']} bootstrap resamples of the architectures (seed {boot['seed']}), "
+                     "budgets recomputed on each; 'vs params': difference of the mean pick to the parameter count's")
+    if depth:
+        lines.append("depth mean/worst: the same within each depth (budgets at that depth's percentiles), "
+                     "weighted by count")
+    return "\n".join(lines)
