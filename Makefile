@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 
 FLOORS := .venv-floors
 
-.PHONY: demo test floors install clean
+.PHONY: demo test floors install clean system-deps wheel-check
 
 install: $(STAMP)
 
@@ -26,7 +26,11 @@ demo: $(STAMP)
 		--storage sqlite:///optuna_wpca.db --study-name demo-wpca-tiny \
 		--n-trials 100 --population-size 20 --batch-size 32 --seq-len 64 --artifact-dir optuna_wpca_artifacts
 
-test: $(STAMP)
+# PostgreSQL and chromium for the suite: installed when missing (as root), else one line says how.
+system-deps:
+	@bash scripts/system-deps.sh
+
+test: $(STAMP) system-deps
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
 
 # The declared lowest versions (.ci/floors.txt) installed together, and the tests that touch them.

@@ -62,9 +62,9 @@ RULE = """\
 def _scores(benchmark: str) -> tuple[dict, dict]:
     bench = load_benchmark(benchmark)
     path = CHECKPOINTS[benchmark]
-    scored = json.loads(path.read_text().splitlines()[0])["settings"]["proxies"]
-    results = rank_proxies(bench, [*scored, *CANDIDATES], batch=text_batch(batch_size=128, seq_len=128),
-                           checkpoint=path)
+    settings = json.loads(path.read_text().splitlines()[0])["settings"]
+    results = rank_proxies(bench, [*settings["proxies"], *CANDIDATES], batch=text_batch(batch_size=128, seq_len=128),
+                           checkpoint=path, options=settings["options"], seed=settings["seed"])
     truth = bench.truth
     counts = [bench.space_of(i).num_params(a) for i, a in enumerate(bench.archs)]
     boot = bootstrap_picks({n: (r.values, get_proxy(n).direction == "maximize") for n, r in results.items()},

@@ -42,7 +42,9 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
 
     800 x 600: the parameter count and the proxy values in large type at the top, a colour legend of
     the block types, then one bar per layer, coloured by block type and as long as its FFN is wide,
-    with the PCA dim of its FFN activations (W-PCA's per-layer count) as a dark inner bar.
+    with the PCA dim of its FFN activations (W-PCA's per-layer count) as a dark inner bar. Every
+    picture of a space is drawn on one scale, the space's widest FFN, so two trials' thumbnails
+    compare by eye.
 
     Example:
         >>> from optuna_wpca import WPCASpace
@@ -52,7 +54,7 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
     """
     width, height, left, right = 800, 600, 120, 150
     n = arch.num_layers
-    widest = max(int(layer.ffn_size) for layer in arch.layers)
+    widest = max([space.widest_ffn(), *(int(layer.ffn_size) for layer in arch.layers)])
     scale = (width - left - right) / widest
     top = 190
     row = (height - top - 10) / n
@@ -74,8 +76,9 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
         parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{_COLOURS.get(kind, "#8172B3")}"/>')
         parts.append(f'<text x="{x + 38}" y="168" font-size="28">{escape(label)}</text>')
         x += 38 + 17 * len(label) + 30
-    if pca_dims:
-        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="#222" opacity="0.55"/>')
+    if pca_dims:  # the swatch is drawn as the bars are: a dark inner bar over a block's colour
+        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{_COLOURS.get(kinds[0], "#8172B3")}"/>')
+        parts.append(f'<rect x="{x}" y="149.5" width="30" height="15" fill="#222" opacity="0.55"/>')
         parts.append(f'<text x="{x + 38}" y="168" font-size="28">PCA dim</text>')
     for i, layer in enumerate(arch.layers):
         y = top + i * row

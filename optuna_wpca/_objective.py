@@ -10,9 +10,11 @@ import optuna
 import torch
 
 from optuna_wpca._dashboard import upload_architecture
-from optuna_wpca._study import FEASIBLE_ATTR, Budget, record_search
+from optuna_wpca._study import FEASIBLE_ATTR, REFERENCE_ATTR, Budget, record_search
 from optuna_wpca._text import TextBatch, text_batch
-from optuna_wpca.proxies import check_proxy_options, compute_proxy, get_proxy
+from optuna_wpca.proxies import (
+    DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, compute_proxy, draw_reference, get_proxy,
+)
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.objective")
@@ -69,6 +71,13 @@ class ZeroCostObjective:
     With an ``artifact_store`` (``optuna.artifacts.FileSystemArtifactStore(dir)``), each trial
     gets its architecture picture as an SVG artifact and its layer table as a dashboard note.
 
+    A combination of proxies (``"vpca_params_saliency"``, or any ``"a+b"``) is scaled on a reference
+    sample: on first sight of a study, ``reference_size`` architectures of the space that fit the
+    budget are drawn with ``reference_seed``, scored by the combination's parts, and recorded in the
+    study (``optuna_wpca.reference``); a resumed search reads that record back, so an architecture
+    scores the same value in every run and worker. A study whose record was drawn with another size
+    or seed is refused.
+
     Example:
         >>> import optuna, optuna_wpca
         >>> space = optuna_wpca.WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2)
@@ -91,6 +100,8 @@ class ZeroCostObjective:
         max_params: float | None = None,
         min_params: float | None = None,
         artifact_store: Any = None,
+        reference_size: int = DEFAULT_REFERENCE_SIZE,
+        reference_seed: int = 0,
         **proxy_options: Any,
     ) -> None:
         if not isinstance(space, SearchSpace):
@@ -101,6 +112,14 @@ class ZeroCostObjective:
             get_proxy(name)  # fails early on an unknown name
         self._budget = Budget(max_params, min_params).check(space)
         check_proxy_options(proxy_options, self.proxies)
+        self._parts = tuple(dict.fromkeys(p for name in self.proxies for p in get_proxy(name).parts))
+        if self._parts and (isinstance(reference_size, bool) or not isinstance(reference_size, int)
+                            or reference_size < 2):
+            raise ValueError(f"reference_size must be a whole number >= 2 (the architectures that set the scale of "
+                             f"{', '.join(n for n in self.proxies if get_proxy(n).parts)}), got {reference_size!r}")
+        self.reference_size = reference_size
+        self.reference_seed = reference_seed
+        self._references: dict[tuple[int, int] | None, ReferenceSample] = {}
         self.device = _available(device)
         self.seed = seed
         self.proxy_options = proxy_options
@@ -126,10 +145,50 @@ class ZeroCostObjective:
         budget = self._study_budgets.get(key)
         if budget is None:
             self._check_directions(study)
+            self.check_reference(study)
             record = record_search(study, self.space, self._budget, proxies=self.proxies,
                                    batch=tuple(self.batch.shape))
+            if self._parts:
+                self._references[key] = self.reference(study, record.budget)
             budget = self._study_budgets[key] = record.budget
         return budget
+
+    def check_reference(self, study: optuna.Study) -> None:
+        """Refuse, before anything is written, a study whose reference sample was drawn otherwise."""
+        raw = study.user_attrs.get(REFERENCE_ATTR)
+        if not self._parts or raw is None:
+            return
+        size, seed, parts = raw.get("size"), raw.get("seed"), set(raw.get("values", {}))
+        if size != self.reference_size or seed != self.reference_seed or not set(self._parts) <= parts:
+            raise ValueError(
+                f"study {study.study_name!r} records a reference sample of {size} architectures drawn with seed "
+                f"{seed} ({', '.join(sorted(parts))}), not {self.reference_size} with seed {self.reference_seed} "
+                f"({', '.join(self._parts)}); use another study name or the recorded settings")
+
+    def reference(self, study: optuna.Study | None = None, budget: Budget | None = None) -> ReferenceSample:
+        """The reference sample that scales this objective's combinations: the one ``study`` records,
+        else a new draw (recorded in ``study`` when given)."""
+        if study is not None and study.user_attrs.get(REFERENCE_ATTR) is not None:
+            self.check_reference(study)
+            return ReferenceSample.from_dict(study.user_attrs[REFERENCE_ATTR])
+        if study is None and None in self._references:
+            return self._references[None]
+        budget = budget or self._budget
+        _logger.info("scoring a reference sample of %d architectures (%s) to scale %s", self.reference_size,
+                     ", ".join(self._parts), ", ".join(self.proxies))
+
+        def score_parts(arch: Any) -> dict[str, float]:
+            model = self.space.build(arch, seed=self.seed, device=self.device)
+            return {p: compute_proxy(p, model, self.batch, **self.proxy_options).value for p in self._parts}
+
+        reference = draw_reference(self._parts, self.space.sample, score_parts, size=self.reference_size,
+                                   seed=self.reference_seed, fits=lambda a: budget.contains(self.space.num_params(a)),
+                                   to_params=self.space.to_params)
+        if study is None:
+            self._references[None] = reference
+        else:
+            study.set_user_attr(REFERENCE_ATTR, reference.to_dict())
+        return reference
 
     @property
     def directions(self) -> list[str]:
@@ -154,9 +213,13 @@ class ZeroCostObjective:
                 self._batch = self._batch.to(self.device)
             return self._batch
 
-    def score(self, arch: Any) -> tuple[list[float], dict[str, Any]]:
-        """Proxy values and parts of one architecture (cached)."""
-        key = (arch, self.seed)
+    def score(self, arch: Any, reference: ReferenceSample | None = None) -> tuple[list[float], dict[str, Any]]:
+        """Proxy values and parts of one architecture (cached); a combination is scaled on ``reference``
+        (default: this objective's own draw, see :meth:`reference`)."""
+        if self._parts and reference is None:
+            reference = self.reference()
+        key = (arch, self.seed, None if reference is None else (reference.seed, reference.size,
+                                                                  tuple(reference.values[self._parts[0]])))
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None:
@@ -164,13 +227,15 @@ class ZeroCostObjective:
         start = time.perf_counter()
         model = self.space.build(arch, seed=self.seed, device=self.device)
         values, parts = [], {}
+        options = {**self.proxy_options, **({"reference": reference} if reference is not None else {})}
         for name in self.proxies:
-            result = compute_proxy(name, model, self.batch, **self.proxy_options)
+            result = compute_proxy(name, model, self.batch, **(options if get_proxy(name).parts
+                                                               else self.proxy_options))
             values.append(result.value)
             parts[name] = result.parts
         parts["seconds"] = time.perf_counter() - start
         with self._lock:
-            self._cache[key] = (values, parts)
+            self._cache[key] = (values, {**parts, "cached": True})
         return values, parts
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
@@ -185,16 +250,23 @@ class ZeroCostObjective:
         trial.set_user_attr(FEASIBLE_ATTR, feasible)
         if not feasible:
             raise optuna.TrialPruned(budget.violation(n))
-        cached = (arch, self.seed) in self._cache
-        values, parts = self.score(arch)
+        study = getattr(trial, "study", None)
+        reference = None
+        if self._parts:
+            reference = self._references.get((id(study._storage), study._study_id)) if study is not None else None
+            reference = reference or self.reference()
+        values, parts = self.score(arch, reference)
+        cached = parts.get("cached", False)
         trial.set_user_attr("cached", cached)
         trial.set_user_attr("seconds", 0.0 if cached else round(parts["seconds"], 3))
         for name in self.proxies:
             for key, value in parts[name].items():
-                if key == "byproducts":
+                if key in ("byproducts", "cached"):
                     continue
                 trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", value)
         if self.artifact_store is not None:
+            details = {f"{name}: {key}": value for name in self.proxies if get_proxy(name).parts
+                       for key, value in parts[name].items() if key not in ("pca_dims", "num_params")}
             upload_architecture(trial, self.space, arch, self.artifact_store,
-                                values=dict(zip(self.proxies, values)))
+                                values={**dict(zip(self.proxies, values)), **details})
         return values[0] if len(values) == 1 else values

@@ -38,6 +38,8 @@ _BATCH = "optuna_wpca.batch"
 _GA = "optuna_wpca.ga"
 _SOURCE_STUDY = "optuna_wpca.source_study"
 _TASK = "optuna_wpca.task"
+#: Study user attribute: the reference sample that scales a combined objective (``ReferenceSample.to_dict``).
+REFERENCE_ATTR = "optuna_wpca.reference"
 
 #: Trial user attribute mirroring the budget constraints (True when the candidate fits).
 FEASIBLE_ATTR = "feasible"
@@ -163,6 +165,8 @@ class SearchRecord:
     ga: dict[str, Any] | None = None
     source_study: str | None = None
     task: str | None = None
+    #: The reference sample of a combined objective (``ReferenceSample.to_dict()``), where there is one.
+    reference: dict[str, Any] | None = None
 
 
 def _conflict(study: optuna.Study, what: str, recorded: Any, given: Any) -> ValueError:
@@ -316,6 +320,7 @@ def read_search(study: optuna.Study) -> SearchRecord:
         ga=attrs.get(_GA),
         source_study=attrs.get(_SOURCE_STUDY),
         task=attrs.get(_TASK),
+        reference=attrs.get(REFERENCE_ATTR),
     )
 
 

@@ -82,9 +82,15 @@ def _detokenise(line: str) -> str:
 def _read_corpus(corpus: Any) -> list[str]:
     if isinstance(corpus, (str, os.PathLike)):
         path = Path(corpus)
+        if path.is_dir():
+            raise ValueError(f"text corpus {str(path)!r} is a directory, not a text file")
         if not path.is_file():
             raise FileNotFoundError(f"text corpus {str(path)!r} does not exist")
-        lines = path.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise ValueError(f"text corpus {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+                             f"offset {err.start}); convert it, e.g. with iconv -t utf-8") from None
     elif hasattr(corpus, "column_names"):  # a datasets.Dataset
         column = "text" if "text" in corpus.column_names else corpus.column_names[0]
         lines = list(corpus[column])

@@ -92,7 +92,7 @@ def test_help_explains_every_option():
 def test_export_then_from_pretrained_in_a_fresh_process(tmp_path, space_file):
     url = f"sqlite:///{tmp_path / 'nas.db'}"
     assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "e", "--n-trials", "5",
-                 "--population-size", "4", *FAST]) == 0
+                 "--population-size", "4", "--proxy", "wpca", *FAST]) == 0
     out = tmp_path / "exported"
     assert main(["export", "--storage", url, "--study-name", "e", "--out", str(out)]) == 0
     script = (
@@ -343,9 +343,66 @@ def test_several_proxies_make_a_multi_objective_search(tmp_path, space_file, cap
                      "--population-size", "4", *FAST)
     error = result.stderr.strip().splitlines()[-1]  # after the tiny-minibatch warning
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "with the proxies wpca,latency, not wpca" in error
+    assert "with the proxies wpca,latency, not vpca_params_saliency" in error  # the default objective
     result = run_cli("search", "--space", str(space_file), "--storage", f"sqlite:///{tmp_path / 'n.db'}",
                      "--proxy", "wpca", "--proxy", "nosuch", *FAST)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "nosuch" in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "n.db").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--train-examples", "0"], "--train-examples must be >= 1"),
+    (["--learning-rate", "nan"], "--learning-rate must be a finite number > 0"),
+    (["--k", "0"], "--k must be >= 1"),
+    (["--steps", "-3"], "--steps must be >= 1"),
+    (["--task", "glue-nope"], "unknown task 'glue-nope'"),
+])
+def test_bad_distill_input_is_one_line_and_touches_no_study(tmp_path, space_file, extra, message):
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "z", "--n-trials", "2",
+                 "--population-size", "2", "--proxy", "wpca", *FAST]) == 0
+    result = run_cli("distill", "--storage", url, "--study-name", "z", *extra)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert [s.study_name for s in optuna.get_all_study_summaries(url)] == ["z"]  # no "z-kd"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["search", "--top", "0"], "--top must be >= 1"),
+    (["show", "--top", "0"], "--top must be >= 1"),
+    (["rank", "--shard", "abc"], "--shard must look like K/M"),
+    (["rank", "--limit", "1"], "--limit must be >= 2"),
+    (["search", "--space", "DIR"], "is a directory, not a JSON file"),
+    (["search", "--preset", "wpca-tiny", "--corpus", "DIR"], "is a directory, not a text file"),
+    (["search", "--preset", "wpca-tiny", "--corpus", "LATIN1"], "is not UTF-8 text (byte 0xff"),
+])
+def test_rough_input_is_one_line_and_writes_nothing(tmp_path, args, message):
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"caf\xff au lait\n" * 50)
+    named = "LATIN1" in args
+    args = [str(tmp_path) if a == "DIR" else str(latin) if a == "LATIN1" else a for a in args]
+    db = tmp_path / "never.db"
+    storage = ["--storage", f"sqlite:///{db}"] if args[0] != "rank" else []
+    result = run_cli(*args, *storage)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not named or str(latin) in lines[0]  # the file is named
+    assert not db.exists()
+
+
+def test_show_under_a_closed_pipe_exits_quietly(tmp_path, space_file):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "p", "--n-trials", "4",
+                 "--population-size", "2", "--proxy", "wpca", *FAST]) == 0
+    for command in ("show", "export"):
+        extra = ["--out", str(tmp_path / "x")] if command == "export" else []
+        # the reader is gone before the command writes a byte (what `| head -0` does to a slow command)
+        proc = subprocess.Popen([sys.executable, "-m", "optuna_wpca.cli", command, "--storage", url,
+                                 "--study-name", "p", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait() == 0, err
+        assert "Traceback" not in err and "BrokenPipe" not in err, err

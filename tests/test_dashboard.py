@@ -108,3 +108,19 @@ def test_svg_has_one_bar_per_layer_a_legend_and_the_pca_dims():
     assert svg.count('class="layer"') == 6 and "BERT block" in svg and "MobileBERT block" in svg
     assert "wpca 1.23G" in svg and "latency 6.5" in svg and f"{space.num_params(arch) / 1e6:.3g}M parameters" in svg
     assert ">792 / 60<" in svg  # the last layer: FFN 132 x 6 and its PCA dim
+
+
+def test_every_picture_of_a_space_is_drawn_on_one_scale():
+    import re
+
+    space = WPCASpace.tiny()
+    narrow = space.from_params({**{f"layer_{i:02d}_block": "bert" for i in range(6)},
+                                **{f"layer_{i:02d}_ffn_mult": 3 for i in range(6)}})  # FFN 396 everywhere
+    wide = space.from_params({**{f"layer_{i:02d}_block": "bert" for i in range(6)},
+                              **{f"layer_{i:02d}_ffn_mult": 6 for i in range(6)}})  # FFN 792 everywhere
+
+    def first_bar(svg):
+        return float(re.search(r'<g class="layer">.*?<rect x="\d+" y="[\d.]+" width="([\d.]+)"', svg, re.S).group(1))
+
+    a, b = first_bar(architecture_svg(space, narrow)), first_bar(architecture_svg(space, wide))
+    assert b == pytest.approx(2 * a, rel=0.01)  # 792 is drawn twice as long as 396, in any trial

@@ -1,4 +1,4 @@
-"""The ``optuna-wpca`` command line: ``search``, ``show``, ``export``, ``distill``, ``rank``.
+"""The ``optuna-wpca`` command line: ``search``, ``show``, ``export``, ``refine``, ``distill``, ``rank``.
 
 Example:
     >>> from optuna_wpca.cli import main
@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Sequence
 
@@ -22,6 +23,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # `optuna-wpca show | head`: the reader left; say nothing more and exit quietly (no traceback
+        # from the interpreter flushing stdout at exit either).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (CLIError, ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
         print(f"optuna-wpca {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -4,7 +4,30 @@ from __future__ import annotations
 
 import argparse
 
+import math
+
+from optuna_wpca.cli._errors import CLIError
 from optuna_wpca.cli._study_commands import load_our_study
+
+
+def check_distill_args(args: argparse.Namespace) -> None:
+    """Every number of ``distill`` checked before a study, task or teacher is touched: one line each."""
+    whole = {"--k": args.k, "--steps": args.steps, "--batch-size": args.batch_size,
+             "--max-seq-len": args.max_seq_len, "--eval-every": args.eval_every}
+    for flag, value in whole.items():
+        if value < 1:
+            raise CLIError(f"{flag} must be >= 1, got {value}")
+    if args.train_examples is not None and args.train_examples < 1:
+        raise CLIError(f"--train-examples must be >= 1 (or left out for the whole training split), "
+                       f"got {args.train_examples}")
+    if args.teacher_steps < 0:
+        raise CLIError(f"--teacher-steps must be >= 0 (0: use the teacher as it is), got {args.teacher_steps}")
+    for flag, value in {"--learning-rate": args.learning_rate, "--gamma": args.gamma}.items():
+        if not math.isfinite(value) or value < 0 or (flag == "--learning-rate" and value == 0):
+            raise CLIError(f"{flag} must be a finite number {'> 0' if flag == '--learning-rate' else '>= 0'}, "
+                           f"got {value}")
+    if args.max_seq_len > 512:
+        raise CLIError(f"--max-seq-len {args.max_seq_len} exceeds the 512 positions of the students and teacher")
 
 
 def run_distill(args: argparse.Namespace) -> int:
@@ -15,8 +38,9 @@ def run_distill(args: argparse.Namespace) -> int:
 
     from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
 
+    check_distill_args(args)
+    task = load_task(args.task)  # an unknown task: one line before the study is opened
     study, space = load_our_study(args)
-    task = load_task(args.task)
     if args.train_examples:
         task.train = task.train[: args.train_examples]
     teacher_path = args.teacher

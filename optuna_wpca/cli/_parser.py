@@ -104,9 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{k} {p.budget.min_params:.3g}" for k, p in PRESETS.items() if p.budget.min_params)
                         + ", else none)")
     search.add_argument("--proxy", action="append", default=None,
-                        help="proxy to score (default wpca); repeat it for a multi-objective study, e.g. --proxy "
+                        help="proxy to score (default vpca_params_saliency: V-PCA, the parameter count and "
+                        "synaptic saliency standardised on a reference sample, chosen by the pick under a budget "
+                        "on both trained benchmarks; wpca is the paper's); a combination is named with '+' "
+                        "(vpca+synaptic_saliency); repeat it for a multi-objective study, e.g. --proxy "
                         "wpca --proxy latency: each proxy's direction comes from the registry (latency and "
                         "peak_memory are minimised, the others maximised)")
+    search.add_argument("--reference-size", type=int, default=64,
+                        help="architectures of the space (within the budget) scored before a combined objective's "
+                        "search to set its scale, recorded in the study (default 64)")
+    search.add_argument("--reference-seed", type=int, default=0, help="seed of that draw (default 0)")
     search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
     search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
                         help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")

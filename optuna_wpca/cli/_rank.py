@@ -35,6 +35,19 @@ def run_rank(args: argparse.Namespace) -> int:
                        f"got {args.reference_size}")
     if args.resamples < 0:
         raise CLIError(f"--resamples must be >= 0, got {args.resamples}")
+    shard = None
+    if args.shard:
+        try:
+            k, m = (int(x) for x in args.shard.split("/"))
+        except ValueError:
+            raise CLIError(f"--shard must look like K/M (e.g. 0/2), got {args.shard!r}") from None
+        if not (m >= 1 and 0 <= k < m):
+            raise CLIError(f"--shard K/M needs 0 <= K < M, got {args.shard!r}")
+        if not args.checkpoint:
+            raise CLIError("--shard needs --checkpoint: the shards share one checkpoint file")
+        shard = (k, m)
+    if args.limit is not None and args.limit < 2:
+        raise CLIError(f"--limit must be >= 2 (a ranking needs two architectures), got {args.limit}")
     options = {"eta": args.eta, "eta_mobilebert": args.eta_mobilebert, "reduce": args.reduce}
     if args.supernet:
         options["supernet"] = args.supernet
@@ -47,17 +60,6 @@ def run_rank(args: argparse.Namespace) -> int:
         args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len, seed=args.batch_seed
     )
     n = len(bench.archs) if args.limit is None else min(args.limit, len(bench.archs))
-    shard = None
-    if args.shard:
-        if not args.checkpoint:
-            raise CLIError("--shard needs --checkpoint: the shards share one checkpoint file")
-        try:
-            k, m = (int(x) for x in args.shard.split("/"))
-        except ValueError:
-            raise CLIError(f"--shard must look like K/M (e.g. 0/2), got {args.shard!r}") from None
-        if not (m >= 1 and 0 <= k < m):
-            raise CLIError(f"--shard K/M needs 0 <= K < M, got {args.shard!r}")
-        shard = (k, m)
     with tqdm(total=n, desc="ranking", unit="arch", disable=args.quiet) as bar:
         results = rank_proxies(
             bench, proxies, batch=batch, limit=args.limit, seed=args.seed, device=args.device,

@@ -48,12 +48,15 @@ def run_search(args: argparse.Namespace) -> int:
     from optuna_wpca._study import record_search
     from optuna_wpca._text import text_batch
     from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
+    from optuna_wpca.proxies import DEFAULT_OBJECTIVE, get_proxy
     from optuna_wpca.sampler import WPCASampler
 
     if args.n_trials is not None and args.n_trials < 1:
         raise CLIError(f"--n-trials must be >= 1 (the finished trials the study should reach), got {args.n_trials}")
     if args.n_jobs < 1:
         raise CLIError(f"--n-jobs must be >= 1, got {args.n_jobs}")
+    if args.top < 1:
+        raise CLIError(f"--top must be >= 1 (the best trials printed at the end), got {args.top}")
     if args.write_every < 1:
         raise CLIError(f"--write-every must be >= 1 (finished trials per write), got {args.write_every}")
     space, budget = _search_from_args(args)
@@ -71,12 +74,17 @@ def run_search(args: argparse.Namespace) -> int:
             raise CLIError(f"--artifact-dir {args.artifact_dir!r} is a file, not a directory")
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
-    proxies = list(dict.fromkeys(args.proxy or ["wpca"]))
+    proxies = list(dict.fromkeys(args.proxy or [DEFAULT_OBJECTIVE]))
+    for name in proxies:
+        get_proxy(name)  # an unknown proxy, or a combination naming one: one line, nothing written
     objective = ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
-                                  artifact_store=store, **({} if args.eta is None else {"eta": args.eta}))
+                                  artifact_store=store, reference_size=args.reference_size,
+                                  reference_seed=args.reference_seed,
+                                  **({} if args.eta is None else {"eta": args.eta}))
     storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 directions=objective.directions, load_if_exists=True)
+    objective.check_reference(study)
     record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings)
     target = args.n_trials if args.n_trials is not None else sampler.n_trials
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -189,6 +197,8 @@ def load_our_study(args: argparse.Namespace):
 
 def run_show(args: argparse.Namespace) -> int:
     """``optuna-wpca show``: the best trials of a study and the best one's layers."""
+    if args.top < 1:
+        raise CLIError(f"--top must be >= 1, got {args.top}")
     study, space = load_our_study(args)
     _print_best(study, space, args.top)
     return 0
@@ -295,7 +305,10 @@ def run_refine(args: argparse.Namespace) -> int:
     if not result.changed:
         print("nothing to change: no trial enqueued")
         return 0
-    objective = ZeroCostObjective(space, proxies=record.proxies or ("wpca",), batch=batch, device=args.device)
+    reference = {"reference_size": record.reference["size"], "reference_seed": record.reference["seed"]} \
+        if record.reference else {}
+    objective = ZeroCostObjective(space, proxies=record.proxies or ("wpca",), batch=batch, device=args.device,
+                                  **reference)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study.sampler = optuna.samplers.RandomSampler()  # the enqueued parameters are fixed; nothing is sampled
     study.optimize(objective, n_trials=1)

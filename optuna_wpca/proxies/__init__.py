@@ -2,6 +2,7 @@
 
 from optuna_wpca.proxies import _baselines, _counts, _hardware, _hidden_covariance, _pca  # noqa: F401  (registration)
 from optuna_wpca.proxies._combined import (
+    DEFAULT_OBJECTIVE,
     DEFAULT_REFERENCE_SIZE,
     ReferenceSample,
     combine,
@@ -29,6 +30,7 @@ from optuna_wpca.proxies._registry import (
 
 __all__ = [
     "DEFAULT_ETA",
+    "DEFAULT_OBJECTIVE",
     "DEFAULT_REFERENCE_SIZE",
     "ReferenceSample",
     "combine",

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from optuna_wpca.proxies._registry import (
-    ProxyResult, ProxySpec, compute_proxy, get_proxy, list_base_proxies, set_combination_factory,
+    ProxyResult, ProxySpec, compute_proxy, get_proxy, list_base_proxies, register_combination,
+    set_combination_factory,
 )
 
 if TYPE_CHECKING:
@@ -202,3 +203,11 @@ def draw_reference(
         for p in parts:
             values[p].append(float(scored[p]))
     return ReferenceSample(values, seed, tuple(to_params(a) for a in archs) if to_params else ())
+
+
+#: The search's default objective: the candidate that benchmarks/objective_rule.py chose by the pick
+#: under a budget on NAS-Bench-BERT and the LTS decoders (docs/benchmarks.md, "The default objective").
+DEFAULT_OBJECTIVE = "vpca_params_saliency"
+register_combination(DEFAULT_OBJECTIVE, "vpca+params+synaptic_saliency",
+                     description="mean of standardised V-PCA, parameter count and synaptic saliency "
+                                 "(the search's default; scale from a reference sample)")

@@ -160,7 +160,7 @@ def budget_pick_within(
     maximize: bool = True,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
     top: int = DEFAULT_TOP,
-    min_size: int = 5,
+    min_size: int = 10,
 ) -> dict[str, Any]:
     """:func:`budget_pick` within each group (depth), budgets at the group's own percentiles, and
     the mean and worst weighted by group size; groups under ``min_size`` architectures left out."""

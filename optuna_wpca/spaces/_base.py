@@ -203,9 +203,14 @@ def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:
 def load_space(path: str | Path) -> SearchSpace:
     """Read a search space from a JSON file written by :meth:`SearchSpace.to_dict`."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"search-space file {str(path)!r} is a directory, not a JSON file")
     if not path.is_file():
         raise FileNotFoundError(f"search-space file {str(path)!r} does not exist")
-    text = path.read_text().strip()
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"search-space file {str(path)!r} is not UTF-8 text") from None
     if not text:
         raise ValueError(f"search-space file {str(path)!r} is empty")
     try:

@@ -1,0 +1,120 @@
+"""A search with a combined objective: the reference sample recorded, resumed runs scoring alike,
+show/export/dashboard note, and bad input refused in one line with nothing written."""
+
+import json
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+import optuna_wpca
+from optuna_wpca.cli import main
+from optuna_wpca.proxies import DEFAULT_OBJECTIVE, ReferenceSample, get_proxy
+
+TINY_SPACE = {"type": "wpca", "num_layers": 3, "hidden_size": 64, "bert_heads": 4, "mobilebert_heads": 2}
+FAST = ["--batch-size", "8", "--seq-len", "16", "--quiet", "--reference-size", "6"]
+
+
+@pytest.fixture()
+def space_file(tmp_path):
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps(TINY_SPACE))
+    return path
+
+
+def test_the_default_objective_is_a_registered_combination():
+    spec = get_proxy(DEFAULT_OBJECTIVE)
+    assert spec.parts == ("vpca", "params", "synaptic_saliency") and spec.direction == "maximize"
+    assert DEFAULT_OBJECTIVE in optuna_wpca.proxies.list_proxies()
+
+
+def test_a_search_records_its_reference_and_a_resumed_run_scores_alike(tmp_path, space_file, capsys):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    base = ["search", "--space", str(space_file), "--storage", url, "--study-name", "c", "--population-size", "4",
+            "--sampler-seed", "3", *FAST]
+    assert main([*base, "--n-trials", "6"]) == 0  # no --proxy: the default objective
+    study = optuna.load_study(study_name="c", storage=url)
+    record = optuna_wpca.read_search(study)
+    assert record.proxies == (DEFAULT_OBJECTIVE,)
+    assert record.reference["size"] == 6 and record.reference["seed"] == 0
+    assert set(record.reference["values"]) == {"vpca", "params", "synaptic_saliency"}
+    assert len(record.reference["architectures"]) == 6
+    first = {json.dumps(t.params, sort_keys=True): t.value for t in study.trials if t.value is not None}
+    trial = next(t for t in study.trials if t.value is not None)
+    assert {f"{DEFAULT_OBJECTIVE}.vpca", f"{DEFAULT_OBJECTIVE}.synaptic_saliency.z"} <= set(trial.user_attrs)
+
+    # a rerun in a new process state: the reference is read back, so an architecture scored again
+    # (enqueued here) gets the value it had
+    objective = optuna_wpca.ZeroCostObjective(
+        optuna_wpca.spaces.space_from_dict(TINY_SPACE), proxies=[DEFAULT_OBJECTIVE], reference_size=6,
+        batch=optuna_wpca.text_batch(batch_size=8, seq_len=16))
+    study.enqueue_trial(trial.params)
+    study.optimize(objective, n_trials=1)
+    again = study.trials[-1]
+    assert again.value == pytest.approx(first[json.dumps(trial.params, sort_keys=True)], rel=1e-6)
+    assert optuna_wpca.read_search(study).reference == record.reference  # not drawn again
+
+    assert main([*base, "--n-trials", "8"]) == 0
+    assert main(["show", "--storage", url, "--study-name", "c", "--top", "2"]) == 0
+    assert DEFAULT_OBJECTIVE in capsys.readouterr().out
+    out = tmp_path / "export"
+    assert main(["export", "--storage", url, "--study-name", "c", "--out", str(out)]) == 0
+    assert (out / "config.json").is_file()
+
+
+def test_the_dashboard_note_shows_the_parts(tmp_path, space_file):
+    from optuna_dashboard._note import get_note_from_system_attrs  # the dashboard's own reader
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "d", "--n-trials", "2",
+                 "--population-size", "2", "--artifact-dir", str(tmp_path / "art"), *FAST]) == 0
+    study = optuna.load_study(study_name="d", storage=url)
+    trial = next(t for t in study.trials if t.value is not None)
+    note = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), trial._trial_id)
+    assert f"{DEFAULT_OBJECTIVE}: synaptic_saliency.z" in note["body"] and f"| {DEFAULT_OBJECTIVE} |" in note["body"]
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "optuna_wpca.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--proxy", "wpca+nosuch"], "unknown proxy 'nosuch' in the combination 'wpca+nosuch'"),
+    (["--proxy", "wpca+wpca"], "a combination names at least two different proxies"),
+    (["--reference-size", "0"], "reference_size must be a whole number >= 2"),
+])
+def test_bad_combination_input_is_one_line_and_writes_nothing(tmp_path, space_file, extra, message):
+    db = tmp_path / "never.db"
+    result = run_cli("search", "--space", str(space_file), "--storage", f"sqlite:///{db}", "--population-size", "4",
+                     *FAST, *extra)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--proxy", "vpca+params"], "was searched with the proxies"),
+    (["--reference-seed", "5"], "records a reference sample of 6 architectures drawn with seed 0"),
+])
+def test_a_study_resumed_with_another_combination_is_refused(tmp_path, space_file, extra, message):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    base = ["search", "--space", str(space_file), "--storage", url, "--study-name", "r", "--population-size", "4",
+            *FAST]
+    assert main([*base, "--n-trials", "4"]) == 0
+    before = optuna.load_study(study_name="r", storage=url)
+    n, attrs = len(before.trials), before.user_attrs
+    result = run_cli(*base, "--n-trials", "8", *extra)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if "Using an existing study" not in line]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    after = optuna.load_study(study_name="r", storage=url)
+    assert len(after.trials) == n and after.user_attrs == attrs
+
+
+def test_an_empty_or_constant_reference_is_refused():
+    with pytest.raises(ValueError, match="the reference sample is empty"):
+        ReferenceSample({"wpca": []}, seed=0)
+    with pytest.raises(ValueError, match="constant over the reference sample"):
+        ReferenceSample({"params": [3.0, 3.0]}, seed=0).scale("params")
