@@ -44,5 +44,24 @@ floors:
 		tests/test_dashboard.py tests/test_storage.py tests/test_text.py tests/test_models.py \
 		tests/test_cli.py tests/test_distill.py hub
 
+# The package as released: the wheel built and checked (twine), installed with the CPU torch wheel in a
+# fresh virtual environment outside the repository, and a search run from there.
+WHEEL_VENV ?= /tmp/optuna-wpca-wheel-venv
+wheel-check: $(STAMP)
+	rm -rf dist $(WHEEL_VENV)
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+	$(BIN)/python -m twine check --strict dist/*.whl
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(WHEEL_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(WHEEL_VENV)/bin/python -m pip install --quiet dist/*.whl
+	cd $(WHEEL_VENV) && HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 ./bin/optuna-wpca search --preset wpca-tiny \
+		--storage sqlite:///wheel.db --study-name wheel --n-trials 6 --population-size 3 --batch-size 8 \
+		--seq-len 64 --reference-size 4 --quiet --top 1
+	cd $(WHEEL_VENV) && ./bin/optuna-wpca show --storage sqlite:///wheel.db --study-name wheel --top 1
+	cd $(WHEEL_VENV) && ./bin/python -c "import optuna_wpca, importlib.metadata as m; \
+		assert optuna_wpca.__version__ == m.version('optuna-wpca'), 'version mismatch'; \
+		print('installed', m.version('optuna-wpca'), 'from', optuna_wpca.__file__)"
+
 clean:
-	rm -rf $(VENV) $(FLOORS) *.egg-info optuna_wpca.db optuna_wpca_artifacts
+	rm -rf $(VENV) $(FLOORS) *.egg-info optuna_wpca.db optuna_wpca_artifacts dist

@@ -34,7 +34,9 @@ from optuna_wpca.models import (
 )
 from optuna_wpca.proxies import (
     DEFAULT_ETA,
+    DEFAULT_OBJECTIVE,
     ProxyResult,
+    ReferenceSample,
     compute_proxy,
     dim_from_spectrum,
     get_proxy,
@@ -42,6 +44,7 @@ from optuna_wpca.proxies import (
     layer_spectra,
     list_proxies,
     pca_dim,
+    register_combination,
     register_proxy,
 )
 from optuna_wpca.sampler import WPCASampler
@@ -57,10 +60,11 @@ from optuna_wpca.spaces import (
     space_from_dict,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_ETA",
+    "DEFAULT_OBJECTIVE",
     "PRESETS",
     "Architecture",
     "BatchedWrites",
@@ -73,6 +77,7 @@ __all__ = [
     "FlexiBERTModel",
     "FlexiBERTSpace",
     "ProxyResult",
+    "ReferenceSample",
     "SearchRecord",
     "SearchSpace",
     "Supernet",
@@ -100,6 +105,7 @@ __all__ = [
     "rank_proxies",
     "read_search",
     "record_search",
+    "register_combination",
     "register_proxy",
     "space_from_dict",
     "text_batch",

@@ -1,0 +1,125 @@
+"""2,000-evaluation searches with the default objective against the same searches with W-PCA.
+
+For each preset (``wpca-small``, ``lts-gpt2``) and objective (``wpca``, the default), the CLI's search
+(population 50 x 40 generations, the default 16 x 128 minibatch, trials written 50 at a time) runs
+into one journal, ``benchmarks/results/default_search.journal``, so a stopped run resumes where it
+stopped. The journal is not committed: an lts-gpt2 trial records its per-layer FFN distributions of
+1,537 choices each, about 145 KB a trial, 1.2 GB for the four studies. Each segment's wall-clock is
+appended to ``benchmarks/results/default_search.segments.jsonl`` (committed); the summary (wall time, evaluations per
+second, and how the picked architectures differ: parameter count, depth, block mix) goes to
+``benchmarks/results/default_search.json``.
+
+    python benchmarks/default_search.py run [--stop-after SECONDS] [--only PRESET:PROXY ...]
+    python benchmarks/default_search.py summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from optuna_wpca import read_search
+from optuna_wpca.cli import main as cli
+from optuna_wpca.proxies import DEFAULT_OBJECTIVE
+
+RESULTS = Path(__file__).parent / "results"
+JOURNAL = RESULTS / "default_search.journal"
+SEGMENTS = RESULTS / "default_search.segments.jsonl"
+RUNS = [(preset, proxy) for preset in ("lts-gpt2", "wpca-small") for proxy in ("wpca", DEFAULT_OBJECTIVE)]
+TRIALS = 2000
+
+
+def study_name(preset: str, proxy: str) -> str:
+    return f"{preset}-{proxy}"
+
+
+def _storage() -> optuna.storages.JournalStorage:
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(JOURNAL)))
+
+
+def _finished(preset: str, proxy: str) -> int:
+    try:
+        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage())
+    except KeyError:
+        return 0
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def run(stop_after: float | None, only: list[str] | None) -> None:
+    start = time.time()
+    for preset, proxy in RUNS:
+        if only and f"{preset}:{proxy}" not in only:
+            continue
+        while _finished(preset, proxy) < TRIALS:
+            left = None if stop_after is None else stop_after - (time.time() - start)
+            if left is not None and left <= 0:
+                return
+            target = min(TRIALS, _finished(preset, proxy) + 100)  # segments of 100, so a stop loses little
+            t0, before = time.time(), _finished(preset, proxy)
+            code = cli(["search", "--preset", preset, "--proxy", proxy, "--storage", f"journal://{JOURNAL}",
+                        "--study-name", study_name(preset, proxy), "--n-trials", str(target), "--write-every", "50",
+                        "--sampler-seed", "0", "--quiet", "--top", "1"])
+            if code != 0:
+                raise SystemExit(code)
+            with SEGMENTS.open("a") as f:
+                f.write(json.dumps({"study": study_name(preset, proxy), "from": before,
+                                    "to": _finished(preset, proxy), "wall_seconds": time.time() - t0}) + "\n")
+
+
+def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
+    try:
+        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage())
+    except KeyError:
+        return None
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    finished = _finished(preset, proxy)
+    wall = sum(s["wall_seconds"] for s in segments if s["study"] == study_name(preset, proxy))
+    record = read_search(study)
+    space = record.space
+    best = max((t for t in done if t.user_attrs.get("feasible", True)), key=lambda t: t.value)
+    arch = space.from_params(best.params)
+    layers = arch.layers
+    mix = Counter(getattr(layer, "block", None) or "decoder" for layer in layers)
+    return {
+        "finished": finished, "target": TRIALS, "wall_seconds": wall,
+        "evaluations_per_second": finished / wall if wall else None,
+        "best": {"trial": best.number, "value": best.value, "num_params": space.num_params(arch),
+                 "depth": arch.num_layers, "block_mix": dict(mix),
+                 "ffn_widths": [int(layer.ffn_size) for layer in layers], "hidden": arch.hidden_size,
+                 "architecture": space.summary(arch)},
+        "reference_sample": (record.reference or {}).get("size"),
+    }
+
+
+def summary() -> None:
+    segments = [json.loads(line) for line in SEGMENTS.read_text().splitlines()] if SEGMENTS.exists() else []
+    out = {}
+    for preset, proxy in RUNS:
+        s = _summary_of(preset, proxy, segments)
+        if s is None:
+            continue
+        out[study_name(preset, proxy)] = s
+        b = s["best"]
+        rate = f"{s['evaluations_per_second']:.2f}/s" if s["evaluations_per_second"] else "-"
+        print(f"{study_name(preset, proxy):<36} {s['finished']:>5}/{TRIALS}  {s['wall_seconds']:>8.0f} s  {rate:>8}  "
+              f"best: {b['num_params']:,} params, {b['depth']} layers, {b['block_mix']}, hidden {b['hidden']}, "
+              f"FFN {b['ffn_widths']}")
+    (RESULTS / "default_search.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {RESULTS / 'default_search.json'}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("run", "summary"))
+    parser.add_argument("--stop-after", type=float, default=None, help="seconds; the run stops after the segment "
+                        "running then")
+    parser.add_argument("--only", nargs="*", default=None, help="PRESET:PROXY pairs to run")
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    run(args.stop_after, args.only) if args.what == "run" else summary()
