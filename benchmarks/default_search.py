@@ -60,7 +60,7 @@ def run(stop_after: float | None, only: list[str] | None) -> None:
             left = None if stop_after is None else stop_after - (time.time() - start)
             if left is not None and left <= 0:
                 return
-            target = min(TRIALS, _finished(preset, proxy) + 100)  # segments of 100, so a stop loses little
+            target = min(TRIALS, _finished(preset, proxy) + 500)  # segments of 500: a stop loses at most one
             t0, before = time.time(), _finished(preset, proxy)
             code = cli(["search", "--preset", preset, "--proxy", proxy, "--storage", f"journal://{JOURNAL}",
                         "--study-name", study_name(preset, proxy), "--n-trials", str(target), "--write-every", "50",

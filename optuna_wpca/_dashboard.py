@@ -31,6 +31,14 @@ def _short(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _headline_value(label: str, value: float) -> str:
+    """``latency (ms)``, 6.5 -> ``latency 6.5 ms``; a unitless score as ``wpca 2.9G``."""
+    if label.endswith(")") and " (" in label:
+        name, unit = label[:-1].split(" (", 1)
+        return f"{name} {_short(value)} {unit}"
+    return f"{label} {_short(value)}"
+
+
 def _value(value: float) -> str:
     """A proxy value in full: whole or large ones with thousands separators, others to 4 digits."""
     return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1e4 else f"{value:.4g}"
@@ -61,7 +69,8 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
     bar = max(4.0, row * 0.72)
     font = max(10, min(26, int(row * 0.7)))
     headline = title or f"{_short(space.num_params(arch))} parameters"
-    value_line = "   ".join(f"{k} {_short(v)}" for k, v in (values or {}).items())
+    # the proxies' own values (a label carries its unit: "latency (ms) 6.5" reads "latency 6.5 ms")
+    value_line = "   ".join(_headline_value(k, v) for k, v in (values or {}).items() if ": " not in k)
     kinds = list(dict.fromkeys(_kind(layer) for layer in arch.layers))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '

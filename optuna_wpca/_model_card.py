@@ -10,32 +10,94 @@ Example:
     >>> _ = study.tell(trial, 1.0)
     >>> card = model_card(study, study.trials[0], space, arch, trained=False, seed=0)
     >>> [line for line in card.splitlines() if line.startswith("| objective 0")]
-    ['| objective 0 | 1 |']
+    ['| objective 0 | 1 |  |']
 """
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import optuna
-
-#: User attributes that the card shows elsewhere or that say nothing about the model.
-_NOT_SCORES = {"num_params", "architecture", "cached", "seconds", "pca_dims", "optuna_wpca.feasible"}
-
 
 def _number(value: float) -> str:
     """Whole or large values with thousands separators (a W-PCA score is a product of counts), others to 4 digits."""
     return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1e4 else f"{value:.4g}"
 
 
+def _scores(study: optuna.Study, trial: optuna.trial.FrozenTrial, record: Any) -> list[tuple[str, str, str]]:
+    """``(score, value with unit, what it is)`` rows: the trial's objective values and, for a combined
+    objective, its parts; settings, counts and bookkeeping are not scores."""
+    from optuna_wpca.proxies import get_proxy
+
+    if record is not None and record.task:  # a distillation trial: its value is the dev metric
+        return [(f"dev {trial.user_attrs.get('metric', 'score')}", _number(trial.value),
+                 f"on {record.task} after knowledge distillation")]
+    proxies = list(record.proxies) if record is not None and record.proxies else []
+    rows = []
+    for i, value in enumerate(trial.values or []):
+        name = proxies[i] if i < len(proxies) else f"objective {i}"
+        try:
+            spec = get_proxy(name)
+        except ValueError:
+            rows.append((name, _number(value), ""))
+            continue
+        unit = f" {spec.unit}" if spec.unit else ""
+        what = spec.description
+        shape = trial.user_attrs.get(f"{name}.input")
+        if shape:
+            what += f"; measured on {shape[0]} x {shape[1]} tokens on {trial.user_attrs.get(f'{name}.device', 'cpu')}"
+        rows.append((name, _number(value) + unit, what))
+        for part in spec.parts:
+            if f"{name}.{part}" in trial.user_attrs:
+                z = trial.user_attrs.get(f"{name}.{part}.z")
+                rows.append((f"{name}: {part}", _number(trial.user_attrs[f"{name}.{part}"]),
+                             "part of the combination" + (f", {z:+.2f} sd from the reference sample's mean"
+                                                          if isinstance(z, (int, float)) else "")))
+    return rows
+
+
+def _search_lines(study: optuna.Study, record: Any, trial: optuna.trial.FrozenTrial) -> list[str]:
+    """How the trial was found: budget, minibatch, corpus, seeds, the reference sample, the GA."""
+    if record is None:
+        return [f"Study `{study.study_name}`, trial {trial.number}; the study records no optuna-wpca search."]
+    if record.task:
+        source = trial.user_attrs.get("zero_cost_trial")
+        return [f"- Distilled on `{record.task}` as trial {trial.number} of study `{study.study_name}`, from "
+                f"trial {source} of the zero-cost study `{record.source_study}`."]
+    lines = [f"- Study `{study.study_name}`, trial {trial.number}; objective: "
+             f"{', '.join(f'`{p}`' for p in record.proxies or ()) or 'not recorded'}.",
+             f"- Parameter budget: {record.budget.describe()}"
+             + (f" (counted as {record.space.count!r})" if record.budget.is_set else "") + "."]
+    if record.batch:
+        lines.append(f"- Minibatch: {record.batch[0]} x {record.batch[1]} tokens (sequences x tokens).")
+    src = record.source or {}
+    if src:
+        lines.append(f"- Corpus: {src.get('corpus')}"
+                     + (f" (SHA-256 {src['corpus_sha256'][:12]}...)" if src.get("corpus_sha256") else "")
+                     + f"; tokenizer: {src.get('tokenizer')}; batch seed {src.get('batch_seed')}; "
+                     f"initialisation seed {src.get('init_seed')}; eta {src.get('eta')}.")
+    else:
+        lines.append("- Corpus and seeds: not recorded (a study searched from Python records the minibatch's "
+                     "shape only).")
+    if record.reference:
+        lines.append(f"- Reference sample that scales the combined objective: {record.reference['size']} "
+                     f"architectures within the budget, drawn with seed {record.reference['seed']}.")
+    if record.ga:
+        lines.append("- GA: " + ", ".join(f"{k} {v}" for k, v in record.ga.items()) + ".")
+    return lines
+
+
 def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any, arch: Any, *, trained: bool,
                seed: int, command: str | None = None) -> str:
     """The text of ``README.md`` for ``trial``'s architecture exported from ``study``."""
-    names = study.metric_names or [f"objective {i}" for i in range(len(trial.values or []))]
-    scores = [(name, value) for name, value in zip(names, trial.values or [])]
-    scores += [(k, v) for k, v in sorted(trial.user_attrs.items())
-               if k not in _NOT_SCORES and isinstance(v, numbers.Real) and not isinstance(v, bool)]
+    from optuna_wpca._study import read_search
+
+    try:
+        record = read_search(study)
+    except ValueError:
+        record = None
+    scores = _scores(study, trial, record)
+    counts = {c: space.num_params(arch, c) for c in ("all", "non_embedding")}
     kind = "encoder" if getattr(space, "kind", "") != "decoder" else "decoder"
     if trained:
         state = ("Trained: distilled on a task by `optuna-wpca distill` (knowledge distillation from a BERT "
@@ -61,7 +123,8 @@ def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any,
         f"A {len(arch.layers)}-layer {kind} found by a training-free architecture search with optuna-wpca "
         "(W-PCA, arXiv 2504.15983).",
         "",
-        f"- Parameters: {space.num_params(arch):,} (counted as {space.count!r}, the search space's convention)",
+        f"- Parameters: {counts['all']:,} in all; {counts['non_embedding']:,} without the embedding tables. The "
+        f"search's budget counts {space.count!r} ({space.num_params(arch):,}).",
         f"- {state}",
         "",
         "## Architecture",
@@ -70,17 +133,18 @@ def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any,
         "|---|---|",
         *[f"| {i} | {line} |" for i, line in enumerate(space.describe(arch))],
         "",
-        "## Scores in the study",
+        "## Scores",
         "",
-        "| name | value |",
-        "|---|---|",
-        *[f"| {name} | {_number(value)} |" for name, value in scores],
+        "| score | value | what it is |",
+        "|---|---|---|",
+        *[f"| {name} | {value} | {what} |" for name, value, what in scores],
         "",
-        "## How it was made",
+        "## How it was found",
         "",
-        f"Study `{study.study_name}`, trial {trial.number}; the search space and architecture are in "
-        "`architecture.json`.",
-        *([f"Exported with `{command}`."] if command else []),
+        *_search_lines(study, record, trial),
+        "",
+        "The search space and the architecture are in `architecture.json`."
+        + (f" Exported with `{command}`." if command else ""),
         "",
         "## Loading",
         "",

@@ -35,6 +35,14 @@ def _available(device: str | torch.device) -> torch.device:
     return device
 
 
+def _short(value: Any) -> Any:
+    """A part as a short attribute: floats to 4 significant digits (a latency of 16.9772039999998 ms is
+    stored as 16.98), other values as they are; the trial's value itself is never rounded."""
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return float(f"{value:.4g}")
+    return value
+
+
 def _check_batch(space: SearchSpace, batch: TextBatch) -> None:
     """Refuse a minibatch longer than the candidates' position table; warn about one too small for
     a meaningful PCA (a (tokens x width) matrix has rank below the token count)."""
@@ -263,10 +271,10 @@ class ZeroCostObjective:
             for key, value in parts[name].items():
                 if key in ("byproducts", "cached"):
                     continue
-                trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", value)
+                trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", _short(value))
         if self.artifact_store is not None:
-            details = {f"{name}: {key}": value for name in self.proxies if get_proxy(name).parts
+            details = {f"{name}: {key}": _short(value) for name in self.proxies if get_proxy(name).parts
                        for key, value in parts[name].items() if key not in ("pca_dims", "num_params")}
             upload_architecture(trial, self.space, arch, self.artifact_store,
-                                values={**dict(zip(self.proxies, values)), **details})
+                                values={**{get_proxy(n).label: v for n, v in zip(self.proxies, values)}, **details})
         return values[0] if len(values) == 1 else values

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -36,6 +37,8 @@ _MIN_PARAMS = "optuna_wpca.min_params"
 _PROXY = "optuna_wpca.proxy"
 _BATCH = "optuna_wpca.batch"
 _GA = "optuna_wpca.ga"
+#: Where the minibatch came from and the seeds (corpus, its SHA-256, tokenizer, batch seed, init seed, eta).
+_SOURCE = "optuna_wpca.minibatch_source"
 _SOURCE_STUDY = "optuna_wpca.source_study"
 _TASK = "optuna_wpca.task"
 #: Study user attribute: the reference sample that scales a combined objective (``ReferenceSample.to_dict``).
@@ -167,6 +170,8 @@ class SearchRecord:
     task: str | None = None
     #: The reference sample of a combined objective (``ReferenceSample.to_dict()``), where there is one.
     reference: dict[str, Any] | None = None
+    #: The minibatch's corpus, tokenizer and seeds, where the search recorded them (the CLI does).
+    source: dict[str, Any] | None = None
 
 
 def _conflict(study: optuna.Study, what: str, recorded: Any, given: Any) -> ValueError:
@@ -184,6 +189,7 @@ def record_search(
     proxies: Sequence[str] | None = None,
     batch: Sequence[int] | None = None,
     ga: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None,
 ) -> SearchRecord:
     """Record the space (and budget, proxies, minibatch when given) in ``study``, or check them
     against what it already records. Returns the record after the merge.
@@ -240,6 +246,18 @@ def record_search(
             writes[_BATCH] = batch
     final_batch = batch if batch is not None else old_batch
 
+    old_source = attrs.get(_SOURCE)
+    if source is not None:
+        source = json.loads(json.dumps(source))  # as it reads back
+        if old_source is not None and old_source != source:
+            changed = ", ".join(f"{k} {old_source.get(k)!r} -> {source.get(k)!r}"
+                                for k in sorted(set(source) | set(old_source)) if old_source.get(k) != source.get(k))
+            raise ValueError(f"study {study.study_name!r} was searched on another minibatch or seed ({changed}); "
+                             "use another study name, or the recorded settings")
+        if old_source is None:
+            writes[_SOURCE] = source
+    final_source = source if source is not None else old_source
+
     old_ga = attrs.get(_GA)
     if ga is not None:
         if old_ga is not None and old_ga != ga:
@@ -259,6 +277,8 @@ def record_search(
         ga=final_ga,
         source_study=attrs.get(_SOURCE_STUDY),
         task=attrs.get(_TASK),
+        reference=attrs.get(REFERENCE_ATTR),
+        source=final_source,
     )
     if writes:
         for key, value in writes.items():
@@ -273,12 +293,15 @@ def record_search(
 
 
 def _name_the_objectives(study: optuna.Study, proxies: list[str]) -> None:
-    """optuna-dashboard labels a study's values by its metric names ("wpca" instead of "Objective 0")."""
+    """optuna-dashboard labels a study's values by its metric names ("wpca" instead of "Objective 0"),
+    with the unit where a proxy has one ("latency (ms)"), so the Pareto plot's axes say what they are."""
+    from optuna_wpca.proxies import get_proxy
+
     if len(proxies) != len(study.directions) or study.metric_names is not None:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.set_metric_names(proxies)
+        study.set_metric_names([get_proxy(p).label for p in proxies])
 
 
 def record_distillation(study: optuna.Study, space: SearchSpace, *, source_study: str, task: str) -> None:
@@ -321,6 +344,7 @@ def read_search(study: optuna.Study) -> SearchRecord:
         source_study=attrs.get(_SOURCE_STUDY),
         task=attrs.get(_TASK),
         reference=attrs.get(REFERENCE_ATTR),
+        source=attrs.get(_SOURCE),
     )
 
 

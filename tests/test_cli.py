@@ -195,6 +195,12 @@ def test_distill_top_trials_from_the_cli(tmp_path, space_file, capsys):
     card = (out / "README.md").read_text()
     assert "library_name: transformers" in card and "Trained: distilled" in card
     assert "AutoModelForSequenceClassification.from_pretrained" in card
+    # The distilled card: its score is the dev metric; the source trial is told, not listed as a score.
+    best = kd.best_trial
+    scores = card.split("## Scores")[1].split("## How it was found")[0]
+    assert f"| dev accuracy | {best.value:.4g} | on rt-sentiment after knowledge distillation |" in scores
+    assert len([line for line in scores.splitlines() if line.startswith("| ") and "---" not in line]) == 2
+    assert f"from trial {best.user_attrs['zero_cost_trial']} of the zero-cost study `d`" in card
 
 
 def test_distill_with_a_missing_teacher_is_one_line(tmp_path, space_file):
@@ -328,7 +334,7 @@ def test_several_proxies_make_a_multi_objective_search(tmp_path, space_file, cap
     assert "feasible trials on the Pareto front (wpca, latency)" in out and "latency " in out
     study = optuna.load_study(study_name="mo", storage=url)
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
-    assert study.metric_names == ["wpca", "latency"]
+    assert study.metric_names == ["wpca", "latency (ms)"]  # the unit on the dashboard's axis
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
     assert len(done) == 8 and all(t.user_attrs["latency.latency_iqr_ms"] >= 0 for t in done)
     result = run_cli("export", "--storage", url, "--study-name", "mo", "--out", str(tmp_path / "x"))

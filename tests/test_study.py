@@ -188,7 +188,7 @@ def test_a_study_with_the_wrong_direction_for_its_proxy_is_refused():
         study.optimize(ZeroCostObjective(SPACE, "latency", batch=BATCH), n_trials=1)
     pareto = optuna.create_study(directions=["maximize", "minimize"])
     pareto.optimize(ZeroCostObjective(SPACE, proxies=("wpca", "latency"), batch=BATCH, repeats=2), n_trials=2)
-    assert pareto.metric_names == ["wpca", "latency"]
+    assert pareto.metric_names == ["wpca", "latency (ms)"]
 
 
 def test_a_rerun_with_other_ga_settings_is_refused_in_one_line(tmp_path, capsys):

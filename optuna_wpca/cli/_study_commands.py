@@ -85,7 +85,8 @@ def run_search(args: argparse.Namespace) -> int:
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 directions=objective.directions, load_if_exists=True)
     objective.check_reference(study)
-    record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings)
+    record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings,
+                  source=_minibatch_source(args))
     target = args.n_trials if args.n_trials is not None else sampler.n_trials
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = target - len(study.get_trials(deepcopy=False, states=finished))
@@ -119,6 +120,23 @@ def run_search(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     return 0
+
+
+def _minibatch_source(args: argparse.Namespace) -> dict:
+    """What the search's minibatch and candidates come from, for the study record: a resumed search on
+    another corpus (or a changed corpus file), tokenizer, batch seed, initialisation seed or eta is refused."""
+    import hashlib
+
+    from optuna_wpca.proxies import DEFAULT_ETA
+
+    corpus = {"corpus": "bundled WikiText-2 (validation)"}
+    if args.corpus:
+        path = Path(args.corpus)
+        corpus = {"corpus": str(path.resolve()),
+                  "corpus_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None}
+    return {**corpus, "tokenizer": args.tokenizer or "bundled uncased BERT WordPiece",
+            "batch_seed": args.batch_seed, "init_seed": args.seed,
+            "eta": args.eta if args.eta is not None else DEFAULT_ETA}
 
 
 class _StopOnInterrupt:

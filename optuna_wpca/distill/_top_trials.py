@@ -70,6 +70,7 @@ def distill_top_trials(
         run_config = TrainConfig(**{**config.__dict__, **overrides})
         trial.set_user_attr("num_params", space.num_params(arch))
         trial.set_user_attr("architecture", space.summary(arch))
+        trial.set_user_attr("metric", task.metric)
         model = StudentClassifier(space.build(arch, seed=run_config.seed), max(task.num_labels, 1),
                                   seed=run_config.seed, labels=task.labels)
         ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None

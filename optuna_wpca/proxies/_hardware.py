@@ -12,13 +12,28 @@ from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
 
 
+def measurement_input(model: CandidateModel, batch: TextBatch, batch_size: int, seq_len: int) -> torch.Tensor:
+    """``batch_size`` x ``seq_len`` token ids from ``batch``: its tokens read row after row (repeated
+    when it holds fewer), so a search on a 16 x 32 minibatch times the same 1 x 128 input shape as one
+    on 16 x 128. ``seq_len`` is capped at the model's position table."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if batch_size < 1 or seq_len < 1:
+        raise ValueError(f"latency_batch_size and latency_seq_len must be >= 1, got {batch_size} and {seq_len}")
+    seq_len = min(seq_len, limit) if isinstance(limit, int) else seq_len
+    flat = batch.input_ids.reshape(-1)
+    need = batch_size * seq_len
+    if flat.numel() < need:
+        flat = flat.repeat(-(-need // flat.numel()))
+    return flat[:need].reshape(batch_size, seq_len)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 @register_proxy("latency", needs_grad=False, description="median forward time in ms (batch 1, 128 tokens)",
-                direction="minimize")
+                direction="minimize", unit="ms")
 def latency(
     model: CandidateModel,
     batch: TextBatch,
@@ -31,13 +46,14 @@ def latency(
     """Median wall time of a forward pass after warm-up, as LiteTransformerSearch measures it,
     with its interquartile range (``latency_iqr_ms``) and slowest pass (``latency_max_ms``).
 
-    The input is the first ``latency_seq_len`` tokens of the first ``latency_batch_size`` rows of
-    ``batch``. On CUDA the peak allocated memory of one pass is recorded too.
+    The input is ``latency_batch_size`` x ``latency_seq_len`` tokens of ``batch`` (see
+    :func:`measurement_input`), whatever the minibatch's own shape, so latencies of searches on
+    different minibatches compare. On CUDA the peak allocated memory of one pass is recorded too.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     device = next(model.parameters()).device
-    ids = batch.input_ids[:latency_batch_size, :latency_seq_len].to(device)
+    ids = measurement_input(model, batch, latency_batch_size, latency_seq_len).to(device)
     was_training = model.training
     model.eval()
     times = []
@@ -60,13 +76,13 @@ def latency(
     # The median and the interquartile range: a few slow passes (another process, a page fault)
     # move neither, where they would move a mean.
     parts = {"latency_ms": statistics.median(ms), "latency_iqr_ms": quartiles[2] - quartiles[0],
-             "latency_max_ms": ms[-1], "input": list(ids.shape), "repeats": repeats}
+             "latency_max_ms": ms[-1], "input": list(ids.shape), "unit": "ms", "device": str(device)}
     if device.type == "cuda":
         parts["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return ProxyResult(parts["latency_ms"], parts)
 
 
-@register_proxy("peak_memory", needs_grad=False, direction="minimize",
+@register_proxy("peak_memory", needs_grad=False, direction="minimize", unit="MiB",
                 description="peak memory of one forward pass in MB: weights plus the allocator's activation peak")
 def peak_memory(
     model: CandidateModel,
@@ -82,7 +98,7 @@ def peak_memory(
     was allocated before; the weights are added to both.
     """
     device = next(model.parameters()).device
-    ids = batch.input_ids[:latency_batch_size, :latency_seq_len].to(device)
+    ids = measurement_input(model, batch, latency_batch_size, latency_seq_len).to(device)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     was_training = model.training
     model.eval()
@@ -109,4 +125,4 @@ def peak_memory(
         model.train(was_training)
     mb = (weights + activations) / 2**20
     return ProxyResult(mb, {"peak_memory_mb": mb, "weights_mb": weights / 2**20,
-                            "activations_mb": activations / 2**20, "input": list(ids.shape)})
+                            "activations_mb": activations / 2**20, "input": list(ids.shape), "unit": "MiB"})

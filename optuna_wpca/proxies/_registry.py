@@ -35,6 +35,13 @@ class ProxySpec:
     zero_cost: bool = True
     #: The proxies a combination is made of (empty for a plain proxy); see ``proxies._combined``.
     parts: tuple[str, ...] = ()
+    #: The unit of the value ("ms", "MiB"), empty for a unitless score; shown wherever the value is.
+    unit: str = ""
+
+    @property
+    def label(self) -> str:
+        """The name with its unit, as axes and tables show it: ``latency (ms)``."""
+        return f"{self.name} ({self.unit})" if self.unit else self.name
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -60,7 +67,8 @@ def set_combination_factory(factory: Callable[[str], ProxySpec]) -> None:
 
 
 def register_proxy(
-    name: str, *, needs_grad: bool, description: str, direction: str = "maximize", zero_cost: bool = True
+    name: str, *, needs_grad: bool, description: str, direction: str = "maximize", zero_cost: bool = True,
+    unit: str = "",
 ) -> Callable[[ProxyFn], ProxyFn]:
     """Register ``fn(model, batch, *, option=...) -> ProxyResult`` under ``name``; ``direction`` is
     ``"minimize"`` for a proxy where lower is better (latency, memory).
@@ -78,7 +86,7 @@ def register_proxy(
             raise ValueError(f"a proxy named {name!r} is already registered")
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description, direction, zero_cost)
+        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description, direction, zero_cost, unit=unit)
         return fn
 
     return decorate
