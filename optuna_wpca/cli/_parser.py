@@ -6,6 +6,7 @@ import argparse
 
 from optuna_wpca._study import PRESETS
 from optuna_wpca.cli._distill import run_distill
+from optuna_wpca.cli._latency import run_calibrate_latency
 from optuna_wpca.cli._rank import run_rank
 from optuna_wpca.cli._study_commands import run_export, run_refine, run_search, run_show
 from optuna_wpca.models._base import COUNT_CONVENTIONS
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="architectures of the space (within the budget) scored before a combined objective's "
                         "search to set its scale, recorded in the study (default 64)")
     search.add_argument("--reference-seed", type=int, default=0, help="seed of that draw (default 0)")
+    search.add_argument("--latency-model", default=None, metavar="FILE",
+                        help="a latency model from calibrate-latency, for --proxy predicted_latency (latency "
+                        "predicted from operation counts: a Pareto front that does not move with the machine's load)")
     search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
     search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
                         help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
@@ -197,6 +201,22 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--device", default="cpu")
     distill.add_argument("--quiet", action="store_true", help="no progress bars")
     distill.set_defaults(func=run_distill)
+
+    calibrate = sub.add_parser(
+        "calibrate-latency", help="time a sample of a space once and fit per-operation costs (predicted_latency)",
+        description="Time --n random architectures of the space (run it on an idle machine), fit milliseconds per "
+        "operation family by non-negative least squares, check the prediction on --holdout others, and write "
+        "the model for search --proxy predicted_latency --latency-model FILE.")
+    where = calibrate.add_mutually_exclusive_group()
+    where.add_argument("--preset", default="wpca-small", help=f"space preset: {', '.join(PRESETS)} (default wpca-small)")
+    where.add_argument("--space", help="search-space JSON file")
+    calibrate.add_argument("--out", required=True, help="JSON file to write")
+    calibrate.add_argument("--n", type=int, default=32, help="architectures to fit on (default 32)")
+    calibrate.add_argument("--holdout", type=int, default=16, help="architectures to check on (default 16)")
+    calibrate.add_argument("--repeats", type=int, default=10, help="timed passes per architecture (default 10)")
+    calibrate.add_argument("--seed", type=int, default=0, help="seed of the architectures (default 0)")
+    calibrate.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    calibrate.set_defaults(func=run_calibrate_latency)
 
     export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")
     export.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")

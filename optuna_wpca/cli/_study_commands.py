@@ -77,10 +77,16 @@ def run_search(args: argparse.Namespace) -> int:
     proxies = list(dict.fromkeys(args.proxy or [DEFAULT_OBJECTIVE]))
     for name in proxies:
         get_proxy(name)  # an unknown proxy, or a combination naming one: one line, nothing written
+    options = {} if args.eta is None else {"eta": args.eta}
+    if args.latency_model:
+        from optuna_wpca.proxies import LatencyModel
+
+        options["latency_model"] = LatencyModel.load(args.latency_model)
+    elif "predicted_latency" in proxies:
+        raise CLIError("--proxy predicted_latency needs --latency-model FILE (made by optuna-wpca calibrate-latency)")
     objective = ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
                                   artifact_store=store, reference_size=args.reference_size,
-                                  reference_seed=args.reference_seed,
-                                  **({} if args.eta is None else {"eta": args.eta}))
+                                  reference_seed=args.reference_seed, **options)
     storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 directions=objective.directions, load_if_exists=True)
@@ -134,9 +140,12 @@ def _minibatch_source(args: argparse.Namespace) -> dict:
         path = Path(args.corpus)
         corpus = {"corpus": str(path.resolve()),
                   "corpus_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None}
-    return {**corpus, "tokenizer": args.tokenizer or "bundled uncased BERT WordPiece",
-            "batch_seed": args.batch_seed, "init_seed": args.seed,
-            "eta": args.eta if args.eta is not None else DEFAULT_ETA}
+    out = {**corpus, "tokenizer": args.tokenizer or "bundled uncased BERT WordPiece",
+           "batch_seed": args.batch_seed, "init_seed": args.seed,
+           "eta": args.eta if args.eta is not None else DEFAULT_ETA}
+    if args.latency_model:  # predicted latencies depend on the model's costs
+        out["latency_model"] = json.loads(Path(args.latency_model).read_text())["coefficients"]
+    return out
 
 
 class _StopOnInterrupt:

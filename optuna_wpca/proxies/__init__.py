@@ -1,6 +1,7 @@
 """Zero-cost proxies behind one registry."""
 
-from optuna_wpca.proxies import _baselines, _counts, _hardware, _hidden_covariance, _pca  # noqa: F401  (registration)
+from optuna_wpca.proxies import _baselines, _counts, _hardware, _hidden_covariance, _latency_model, _pca  # noqa: F401  (registration)
+from optuna_wpca.proxies._latency_model import LatencyModel, calibrate_latency_model, operation_counts
 from optuna_wpca.proxies._combined import (
     DEFAULT_OBJECTIVE,
     DEFAULT_REFERENCE_SIZE,
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_ETA",
     "DEFAULT_OBJECTIVE",
     "DEFAULT_REFERENCE_SIZE",
+    "LatencyModel",
     "ReferenceSample",
     "combine",
     "draw_reference",
@@ -40,6 +42,7 @@ __all__ = [
     "register_combination",
     "ProxyResult",
     "ProxySpec",
+    "calibrate_latency_model",
     "check_proxy_options",
     "compute_proxy",
     "dim_from_spectrum",
@@ -47,6 +50,7 @@ __all__ = [
     "layer_pca_dims",
     "layer_spectra",
     "list_proxies",
+    "operation_counts",
     "pca_dim",
     "register_proxy",
 ]
