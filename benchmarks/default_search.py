@@ -80,6 +80,11 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     finished = _finished(preset, proxy)
     wall = sum(s["wall_seconds"] for s in segments if s["study"] == study_name(preset, proxy))
+    # The trials' own durations (start to complete, as Optuna records them) survive a killed segment;
+    # they leave out the batched storage writes and the reference sample drawn before the first trial.
+    trial_seconds = sum((t.datetime_complete - t.datetime_start).total_seconds()
+                        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+                        if t.datetime_start and t.datetime_complete)
     record = read_search(study)
     space = record.space
     best = max((t for t in done if t.user_attrs.get("feasible", True)), key=lambda t: t.value)
@@ -87,8 +92,9 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     layers = arch.layers
     mix = Counter(getattr(layer, "block", None) or "decoder" for layer in layers)
     return {
-        "finished": finished, "target": TRIALS, "wall_seconds": wall,
-        "evaluations_per_second": finished / wall if wall else None,
+        "finished": finished, "target": TRIALS, "wall_seconds_of_whole_segments": wall,
+        "trial_seconds": trial_seconds,
+        "evaluations_per_second": finished / trial_seconds if trial_seconds else None,
         "best": {"trial": best.number, "value": best.value, "num_params": space.num_params(arch),
                  "depth": arch.num_layers, "block_mix": dict(mix),
                  "ffn_widths": [int(layer.ffn_size) for layer in layers], "hidden": arch.hidden_size,
@@ -107,7 +113,7 @@ def summary() -> None:
         out[study_name(preset, proxy)] = s
         b = s["best"]
         rate = f"{s['evaluations_per_second']:.2f}/s" if s["evaluations_per_second"] else "-"
-        print(f"{study_name(preset, proxy):<36} {s['finished']:>5}/{TRIALS}  {s['wall_seconds']:>8.0f} s  {rate:>8}  "
+        print(f"{study_name(preset, proxy):<36} {s['finished']:>5}/{TRIALS}  {s['trial_seconds']:>8.0f} s  {rate:>8}  "
               f"best: {b['num_params']:,} params, {b['depth']} layers, {b['block_mix']}, hidden {b['hidden']}, "
               f"FFN {b['ffn_widths']}")
     (RESULTS / "default_search.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -91,3 +91,28 @@ def test_screenshots_of_the_study_list_the_trial_and_the_pareto_front(dashboard)
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, Path(keep) / path.name)
+
+
+def test_two_trials_side_by_side_share_one_scale(dashboard):
+    """Two trials' pages next to each other (``dashboard-two-trials.png``): their architecture
+    thumbnails are drawn on the space's scale, so bars of equal FFN width are equally long."""
+    from PIL import Image
+
+    base, ids, tmp = dashboard
+    page, height = PAGES["trial"]
+    shots = []
+    for number in (0, 1):
+        path = tmp / f"trial-{number}.png"
+        _browser(f"{base}/{page.format(**ids)}?numbers={number}", f"--screenshot={path}", height=height)
+        assert path.is_file()
+        shots.append(Image.open(path).convert("RGB"))
+    assert shots[0].tobytes() != shots[1].tobytes()  # two different trials were shown
+    pair = Image.new("RGB", (shots[0].width * 2, height), "white")
+    pair.paste(shots[0], (0, 0))
+    pair.paste(shots[1], (shots[0].width, 0))
+    path = tmp / "dashboard-two-trials.png"
+    pair.save(path)
+    keep = os.environ.get("OPTUNA_WPCA_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
