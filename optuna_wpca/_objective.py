@@ -173,9 +173,11 @@ class ZeroCostObjective:
                 f"{seed} ({', '.join(sorted(parts))}), not {self.reference_size} with seed {self.reference_seed} "
                 f"({', '.join(self._parts)}); use another study name or the recorded settings")
 
-    def reference(self, study: optuna.Study | None = None, budget: Budget | None = None) -> ReferenceSample:
+    def reference(self, study: optuna.Study | None = None, budget: Budget | None = None,
+                  progress: Any = None) -> ReferenceSample:
         """The reference sample that scales this objective's combinations: the one ``study`` records,
-        else a new draw (recorded in ``study`` when given)."""
+        else a new draw (recorded in ``study`` when given; ``progress`` is called after each scored
+        architecture)."""
         if study is not None and study.user_attrs.get(REFERENCE_ATTR) is not None:
             self.check_reference(study)
             return ReferenceSample.from_dict(study.user_attrs[REFERENCE_ATTR])
@@ -191,12 +193,17 @@ class ZeroCostObjective:
 
         reference = draw_reference(self._parts, self.space.sample, score_parts, size=self.reference_size,
                                    seed=self.reference_seed, fits=lambda a: budget.contains(self.space.num_params(a)),
-                                   to_params=self.space.to_params)
+                                   to_params=self.space.to_params, progress=progress)
         if study is None:
             self._references[None] = reference
         else:
             study.set_user_attr(REFERENCE_ATTR, reference.to_dict())
         return reference
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether a proxy of this objective is a combination (scaled on a reference sample)."""
+        return bool(self._parts)
 
     @property
     def directions(self) -> list[str]:

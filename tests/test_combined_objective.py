@@ -118,3 +118,22 @@ def test_an_empty_or_constant_reference_is_refused():
         ReferenceSample({"wpca": []}, seed=0)
     with pytest.raises(ValueError, match="constant over the reference sample"):
         ReferenceSample({"params": [3.0, 3.0]}, seed=0).scale("params")
+
+
+def test_any_optuna_sampler_can_drive_a_combination_and_the_reference_fits_the_budget():
+    space = optuna_wpca.spaces.space_from_dict(TINY_SPACE)
+    budget = 45_000
+    objective = optuna_wpca.ZeroCostObjective(space, "vpca+params", max_params=budget, reference_size=5,
+                                              batch=optuna_wpca.text_batch(batch_size=8, seq_len=16))
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
+    study.optimize(objective, n_trials=6)
+    reference = optuna_wpca.read_search(study).reference
+    assert reference["size"] == 5
+    assert all(space.num_params(space.from_params(p)) <= budget for p in reference["architectures"])
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert done and all(t.user_attrs["vpca+params.params"] <= budget for t in done)
+    # the value is the mean of the parts' standardised logs, computed from the recorded reference
+    ref = ReferenceSample.from_dict(reference)
+    t = done[0]
+    parts = {"vpca": t.user_attrs["vpca+params.vpca"], "params": t.user_attrs["vpca+params.params"]}
+    assert t.value == pytest.approx(optuna_wpca.proxies.combine(("vpca", "params"), parts, ref)[0], rel=1e-3)

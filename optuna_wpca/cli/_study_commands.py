@@ -93,6 +93,12 @@ def run_search(args: argparse.Namespace) -> int:
     objective.check_reference(study)
     record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings,
                   source=_minibatch_source(args))
+    if objective.needs_reference and "optuna_wpca.reference" not in study.user_attrs:
+        from tqdm import tqdm
+
+        # Once per study, before the first trial: the sample that scales the combined objective.
+        with tqdm(total=args.reference_size, desc="reference sample", unit="arch", disable=args.quiet) as bar:
+            objective.reference(study, budget, progress=bar.update)
     target = args.n_trials if args.n_trials is not None else sampler.n_trials
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = target - len(study.get_trials(deepcopy=False, states=finished))

@@ -171,6 +171,7 @@ def draw_reference(
     fits: Callable[[Any], bool] = lambda arch: True,
     to_params: Callable[[Any], dict[str, Any]] | None = None,
     max_draws: int = 100,
+    progress: Callable[[int], Any] | None = None,
 ) -> ReferenceSample:
     """Draw ``size`` architectures with ``sample(rng)`` (seeded) that ``fits``, and score each.
 
@@ -183,6 +184,7 @@ def draw_reference(
         fits: Whether an architecture is within the search's budget (others are drawn again).
         to_params: How an architecture is recorded (``space.to_params``).
         max_draws: Draws per architecture before giving up on a budget that almost nothing fits.
+        progress: Called with 1 after each architecture is scored (a progress bar's ``update``).
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 2:
         raise ValueError(f"the reference sample needs at least 2 architectures, got {size!r}")
@@ -202,6 +204,8 @@ def draw_reference(
         scored = score(arch)
         for p in parts:
             values[p].append(float(scored[p]))
+        if progress is not None:
+            progress(1)
     return ReferenceSample(values, seed, tuple(to_params(a) for a in archs) if to_params else ())
 
 
