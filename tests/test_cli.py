@@ -331,7 +331,7 @@ def test_several_proxies_make_a_multi_objective_search(tmp_path, space_file, cap
     assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "mo", "--n-trials", "8",
                  "--population-size", "4", "--proxy", "wpca", "--proxy", "latency", *FAST]) == 0
     out = capsys.readouterr().out
-    assert "feasible trials on the Pareto front (wpca, latency)" in out and "latency " in out
+    assert "feasible trials on the Pareto front (wpca, latency (ms))" in out and "latency " in out
     study = optuna.load_study(study_name="mo", storage=url)
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
     assert study.metric_names == ["wpca", "latency (ms)"]  # the unit on the dashboard's axis

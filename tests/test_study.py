@@ -42,7 +42,8 @@ def test_the_readme_example_then_show_and_export_from_the_cli(tmp_path, monkeypa
     assert code.count("15.7e6") == 1  # the budget is stated once
     url = f"sqlite:///{tmp_path / 'readme.db'}"
     for old, new in (("sqlite:///optuna_wpca.db", url), ("n_trials=sampler.n_trials", "n_trials=3"),
-                     ('"wpca-small-best"', repr(str(tmp_path / "best")))):
+                     ('"wpca-small-best"', repr(str(tmp_path / "best"))),
+                     ("proxy=optuna_wpca.DEFAULT_OBJECTIVE)", "proxy=optuna_wpca.DEFAULT_OBJECTIVE, reference_size=4)")):
         assert old in code
         code = code.replace(old, new)
     monkeypatch.setattr("optuna_wpca._objective.text_batch", lambda: text_batch(batch_size=8, seq_len=32))
@@ -51,9 +52,10 @@ def test_the_readme_example_then_show_and_export_from_the_cli(tmp_path, monkeypa
     study = namespace["study"]
     assert len(study.trials) == 3
     record = read_search(study)
-    assert record.budget.max_params == 15.7e6 and record.proxies == ("wpca",) and record.batch == (8, 32)
+    assert record.budget.max_params == 15.7e6 and record.proxies == ("vpca_params_saliency",)
+    assert record.batch == (8, 32) and record.reference["size"] == 4
     assert record.space.to_dict() == WPCASpace.small().to_dict()
-    assert study.metric_names == ["wpca"]  # optuna-dashboard's label instead of "Objective 0"
+    assert study.metric_names == ["vpca_params_saliency"]  # optuna-dashboard's label instead of "Objective 0"
     assert sum(p.numel() for p in CandidateModel.from_pretrained(tmp_path / "best").parameters()) > 0
 
     capsys.readouterr()
@@ -195,10 +197,10 @@ def test_a_rerun_with_other_ga_settings_is_refused_in_one_line(tmp_path, capsys)
     url = f"sqlite:///{tmp_path / 'ga.db'}"
     base = ["search", "--preset", "wpca-tiny", "--storage", url, "--study-name", "g", "--batch-size", "4",
             "--seq-len", "16", "--quiet", "--n-trials", "2"]
-    assert cli(base + ["--population-size", "4"]) == 0
+    assert cli(base + ["--population-size", "4", "--proxy", "wpca"]) == 0
     assert read_search(optuna.load_study(study_name="g", storage=url)).ga["population_size"] == 4
     capsys.readouterr()
-    assert cli(base + ["--population-size", "6", "--n-trials", "3"]) == 2
+    assert cli(base + ["--population-size", "6", "--n-trials", "3", "--proxy", "wpca"]) == 2
     err = capsys.readouterr().err
     assert "was searched with other GA settings (population_size 4 -> 6)" in err and len(err.splitlines()) == 1
     assert cli(base + ["--population-size", "4", "--proxy", "latency", "--n-trials", "3"]) == 2
