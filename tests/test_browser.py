@@ -1,7 +1,7 @@
 """optuna-dashboard in a real headless browser (Debian's chromium): what a user sees of a search.
 
 The screenshots go to a temporary folder; with OPTUNA_WPCA_SCREENSHOTS=DIR they are also copied
-there (``docs/screenshots/`` holds the committed ones, taken on an idle machine).
+there (``docs/screenshots/`` holds the committed ones).
 """
 
 import os

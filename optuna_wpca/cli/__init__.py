@@ -1,4 +1,5 @@
-"""The ``optuna-wpca`` command line: ``search``, ``show``, ``export``, ``refine``, ``distill``, ``rank``.
+"""The ``optuna-wpca`` command line: ``search``, ``show``, ``export``, ``refine``, ``distill``, ``rank``,
+``calibrate-latency``.
 
 Example:
     >>> from optuna_wpca.cli import main
