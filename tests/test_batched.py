@@ -138,7 +138,7 @@ def _search(url: str, space_file, n: int, every: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "optuna_wpca.cli", "search", "--space", str(space_file), "--storage", url,
          "--study-name", "w", "--n-trials", str(n), "--population-size", "4", "--write-every", str(every),
-         "--batch-size", "4", "--seq-len", "16", "--quiet", "--sampler-seed", "0"],
+         "--batch-size", "4", "--seq-len", "16", "--quiet", "--sampler-seed", "0", "--proxy", "wpca"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -148,10 +148,10 @@ def test_cli_write_every_and_ctrl_c(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'w.db'}"
     assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "w", "--n-trials", "9",
                  "--population-size", "4", "--write-every", "4", "--batch-size", "4", "--seq-len", "16",
-                 "--quiet"]) == 0
+                 "--quiet", "--proxy", "wpca"]) == 0
     assert len(optuna.load_study(study_name="w", storage=url).trials) == 9
     proc = _search(url, space_file, 2000, 1000)
-    time.sleep(10)  # nothing is written before 1000 trials: stop it after a few seconds of work
+    time.sleep(20)  # nothing is written before 1000 trials: stop it after some seconds of work (a busy machine too)
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
