@@ -266,17 +266,15 @@ class ZeroCostObjective:
         if not feasible:
             raise optuna.TrialPruned(budget.violation(n))
         study = getattr(trial, "study", None)
-        reference = None
-        if self._parts:
-            reference = self._references.get((id(study._storage), study._study_id)) if study is not None else None
-            reference = reference or self.reference()
+        # The study's recorded sample; without a study, score() falls back to this objective's own draw.
+        reference = self._references.get((id(study._storage), study._study_id)) if study is not None else None
         values, parts = self.score(arch, reference)
         cached = parts.get("cached", False)
         trial.set_user_attr("cached", cached)
         trial.set_user_attr("seconds", 0.0 if cached else round(parts["seconds"], 3))
         for name in self.proxies:
             for key, value in parts[name].items():
-                if key in ("byproducts", "cached"):
+                if key == "byproducts":
                     continue
                 trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", _short(value))
         if self.artifact_store is not None:
