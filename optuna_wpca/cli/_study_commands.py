@@ -45,7 +45,7 @@ def run_search(args: argparse.Namespace) -> int:
     from optuna_wpca._batched import BatchedWrites
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
-    from optuna_wpca._study import record_search
+    from optuna_wpca._study import REFERENCE_ATTR, record_search
     from optuna_wpca._text import text_batch
     from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
     from optuna_wpca.proxies import DEFAULT_OBJECTIVE, get_proxy
@@ -92,8 +92,8 @@ def run_search(args: argparse.Namespace) -> int:
                                 directions=objective.directions, load_if_exists=True)
     objective.check_reference(study)
     record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings,
-                  source=_minibatch_source(args))
-    if objective.needs_reference and "optuna_wpca.reference" not in study.user_attrs:
+                  source=_minibatch_source(args, options.get("latency_model")))
+    if objective.needs_reference and REFERENCE_ATTR not in study.user_attrs:
         from tqdm import tqdm
 
         # Once per study, before the first trial: the sample that scales the combined objective.
@@ -134,7 +134,7 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _minibatch_source(args: argparse.Namespace) -> dict:
+def _minibatch_source(args: argparse.Namespace, latency_model=None) -> dict:
     """What the search's minibatch and candidates come from, for the study record: a resumed search on
     another corpus (or a changed corpus file), tokenizer, batch seed, initialisation seed or eta is refused."""
     import hashlib
@@ -149,8 +149,8 @@ def _minibatch_source(args: argparse.Namespace) -> dict:
     out = {**corpus, "tokenizer": args.tokenizer or "bundled uncased BERT WordPiece",
            "batch_seed": args.batch_seed, "init_seed": args.seed,
            "eta": args.eta if args.eta is not None else DEFAULT_ETA}
-    if args.latency_model:  # predicted latencies depend on the model's costs
-        out["latency_model"] = json.loads(Path(args.latency_model).read_text())["coefficients"]
+    if latency_model is not None:  # predicted latencies depend on the model's costs
+        out["latency_model"] = dict(latency_model.coefficients)
     return out
 
 
