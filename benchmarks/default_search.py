@@ -3,9 +3,12 @@
 For each preset (``wpca-small``, ``lts-gpt2``) and objective (``wpca``, the default), the CLI's search
 (population 50 x 40 generations, the default 16 x 128 minibatch, trials written 50 at a time) runs
 into one journal, ``benchmarks/results/default_search.journal``, so a stopped run resumes where it
-stopped. The journal is not committed: an lts-gpt2 trial records its per-layer FFN distributions of
-1,537 choices each, about 145 KB a trial, 1.2 GB for the four studies. Each segment's wall-clock is
-appended to ``benchmarks/results/default_search.segments.jsonl`` (committed); the summary (wall time, evaluations per
+stopped; one journal per study, ``benchmarks/results/default_search.STUDY.journal``, so that a segment
+does not replay the other studies' logs. The journals are not committed: an lts-gpt2 trial records its
+per-layer FFN distributions of 1,537 choices each, about 145 KB a trial. Each segment's wall-clock, the
+process's CPU seconds (user + system, all threads) and the 1-minute load average at its end are
+appended to ``benchmarks/results/default_search.segments.jsonl`` (committed): on this 2-core machine the
+CPU seconds move much less than the wall-clock when another job shares it. The summary (wall time, evaluations per
 second, and how the picked architectures differ: parameter count, depth, block mix) goes to
 ``benchmarks/results/default_search.json``.
 
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,7 +34,6 @@ from optuna_wpca.cli import main as cli
 from optuna_wpca.proxies import DEFAULT_OBJECTIVE
 
 RESULTS = Path(__file__).parent / "results"
-JOURNAL = RESULTS / "default_search.journal"
 SEGMENTS = RESULTS / "default_search.segments.jsonl"
 RUNS = [(preset, proxy) for preset in ("lts-gpt2", "wpca-small") for proxy in ("wpca", DEFAULT_OBJECTIVE)]
 TRIALS = 2000
@@ -39,13 +43,22 @@ def study_name(preset: str, proxy: str) -> str:
     return f"{preset}-{proxy}"
 
 
-def _storage() -> optuna.storages.JournalStorage:
-    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(JOURNAL)))
+def journal(preset: str, proxy: str) -> Path:
+    return RESULTS / f"default_search.{study_name(preset, proxy)}.journal"
+
+
+def _storage(preset: str, proxy: str) -> optuna.storages.JournalStorage:
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal(preset, proxy))))
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _finished(preset: str, proxy: str) -> int:
     try:
-        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage())
+        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
     except KeyError:
         return 0
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
@@ -61,25 +74,29 @@ def run(stop_after: float | None, only: list[str] | None) -> None:
             if left is not None and left <= 0:
                 return
             target = min(TRIALS, _finished(preset, proxy) + 500)  # segments of 500: a stop loses at most one
-            t0, before = time.time(), _finished(preset, proxy)
-            code = cli(["search", "--preset", preset, "--proxy", proxy, "--storage", f"journal://{JOURNAL}",
+            t0, cpu0, before = time.time(), _cpu_seconds(), _finished(preset, proxy)
+            code = cli(["search", "--preset", preset, "--proxy", proxy, "--storage", f"journal://{journal(preset, proxy)}",
                         "--study-name", study_name(preset, proxy), "--n-trials", str(target), "--write-every", "50",
                         "--sampler-seed", "0", "--quiet", "--top", "1"])
             if code != 0:
                 raise SystemExit(code)
             with SEGMENTS.open("a") as f:
                 f.write(json.dumps({"study": study_name(preset, proxy), "from": before,
-                                    "to": _finished(preset, proxy), "wall_seconds": time.time() - t0}) + "\n")
+                                    "to": _finished(preset, proxy), "wall_seconds": time.time() - t0,
+                                    "cpu_seconds": _cpu_seconds() - cpu0,
+                                    "load_average_1min": os.getloadavg()[0]}) + "\n")
 
 
 def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     try:
-        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage())
+        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
     except KeyError:
         return None
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     finished = _finished(preset, proxy)
-    wall = sum(s["wall_seconds"] for s in segments if s["study"] == study_name(preset, proxy))
+    own = [s for s in segments if s["study"] == study_name(preset, proxy)]
+    wall = sum(s["wall_seconds"] for s in own)
+    cpu = [s["cpu_seconds"] for s in own if "cpu_seconds" in s]
     # The trials' own durations (start to complete, as Optuna records them) survive a killed segment;
     # they leave out the batched storage writes and the reference sample drawn before the first trial.
     trial_seconds = sum((t.datetime_complete - t.datetime_start).total_seconds()
@@ -94,6 +111,8 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     return {
         "finished": finished, "target": TRIALS, "wall_seconds_of_whole_segments": wall,
         "trial_seconds": trial_seconds,
+        "cpu_seconds_of_recorded_segments": sum(cpu) if cpu else None,
+        "segments_with_cpu_seconds": len(cpu), "segments": len(own),
         "evaluations_per_second": finished / trial_seconds if trial_seconds else None,
         "best": {"trial": best.number, "value": best.value, "num_params": space.num_params(arch),
                  "depth": arch.num_layers, "block_mix": dict(mix),
