@@ -8,11 +8,15 @@ does not replay the other studies' logs. The journals are not committed: an lts-
 per-layer FFN distributions of 1,537 choices each, about 145 KB a trial. Each segment's wall-clock, the
 process's CPU seconds (user + system, all threads) and the 1-minute load average at its end are
 appended to ``benchmarks/results/default_search.segments.jsonl`` (committed): on this 2-core machine the
-CPU seconds move much less than the wall-clock when another job shares it. The summary (wall time, evaluations per
+CPU seconds move much less than the wall-clock when another job shares it. To keep the machine idle for the
+search, other work pauses it (``pause`` sends SIGSTOP, ``resume`` SIGCONT) and the pause windows go to
+``benchmarks/results/default_search.pauses.jsonl``; the summary subtracts them from the trials they overlap.
+The summary (wall time, evaluations per
 second, and how the picked architectures differ: parameter count, depth, block mix) goes to
 ``benchmarks/results/default_search.json``.
 
     python benchmarks/default_search.py run [--stop-after SECONDS] [--only PRESET:PROXY ...]
+    python benchmarks/default_search.py pause | resume
     python benchmarks/default_search.py summary
 """
 
@@ -35,6 +39,8 @@ from optuna_wpca.proxies import DEFAULT_OBJECTIVE
 
 RESULTS = Path(__file__).parent / "results"
 SEGMENTS = RESULTS / "default_search.segments.jsonl"
+PAUSES = RESULTS / "default_search.pauses.jsonl"
+_PAUSED_AT = RESULTS / "default_search.paused"
 RUNS = [(preset, proxy) for preset in ("lts-gpt2", "wpca-small") for proxy in ("wpca", DEFAULT_OBJECTIVE)]
 TRIALS = 2000
 
@@ -87,21 +93,60 @@ def run(stop_after: float | None, only: list[str] | None) -> None:
                                     "load_average_1min": os.getloadavg()[0]}) + "\n")
 
 
+def _runs() -> list[int]:
+    import subprocess
+
+    out = subprocess.run(["pgrep", "-f", "default_search.py run"], capture_output=True, text=True).stdout
+    return [int(pid) for pid in out.split() if int(pid) != os.getpid()]
+
+
+def pause() -> None:
+    import signal
+
+    pids = _runs()
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    if pids and not _PAUSED_AT.exists():
+        _PAUSED_AT.write_text(str(time.time()))
+    print(f"paused {pids}" if pids else "no search running")
+
+
+def resume() -> None:
+    import signal
+
+    for pid in _runs():
+        os.kill(pid, signal.SIGCONT)
+    if _PAUSED_AT.exists():
+        with PAUSES.open("a") as f:
+            f.write(json.dumps({"from": float(_PAUSED_AT.read_text()), "to": time.time()}) + "\n")
+        _PAUSED_AT.unlink()
+    print("resumed")
+
+
+def _paused_within(start: float, end: float, pauses: list[dict]) -> float:
+    return sum(max(0.0, min(end, p["to"]) - max(start, p["from"])) for p in pauses)
+
+
 def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     try:
         study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
     except KeyError:
         return None
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not done:
+        return None
     finished = _finished(preset, proxy)
     own = [s for s in segments if s["study"] == study_name(preset, proxy)]
     wall = sum(s["wall_seconds"] for s in own)
     cpu = [s["cpu_seconds"] for s in own if "cpu_seconds" in s]
     # The trials' own durations (start to complete, as Optuna records them) survive a killed segment;
     # they leave out the batched storage writes and the reference sample drawn before the first trial.
-    trial_seconds = sum((t.datetime_complete - t.datetime_start).total_seconds()
-                        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-                        if t.datetime_start and t.datetime_complete)
+    pauses = [json.loads(line) for line in PAUSES.read_text().splitlines()] if PAUSES.exists() else []
+    spans = [(t.datetime_start.timestamp(), t.datetime_complete.timestamp())
+             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+             if t.datetime_start and t.datetime_complete]
+    paused = sum(_paused_within(a, b, pauses) for a, b in spans)
+    trial_seconds = sum(b - a for a, b in spans) - paused
     record = read_search(study)
     space = record.space
     best = max((t for t in done if t.user_attrs.get("feasible", True)), key=lambda t: t.value)
@@ -110,7 +155,7 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     mix = Counter(getattr(layer, "block", None) or "decoder" for layer in layers)
     return {
         "finished": finished, "target": TRIALS, "wall_seconds_of_whole_segments": wall,
-        "trial_seconds": trial_seconds,
+        "trial_seconds": trial_seconds, "paused_seconds_subtracted": paused,
         "cpu_seconds_of_recorded_segments": sum(cpu) if cpu else None,
         "segments_with_cpu_seconds": len(cpu), "segments": len(own),
         "evaluations_per_second": finished / trial_seconds if trial_seconds else None,
@@ -141,10 +186,10 @@ def summary() -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("run", "summary"))
+    parser.add_argument("what", choices=("run", "pause", "resume", "summary"))
     parser.add_argument("--stop-after", type=float, default=None, help="seconds; the run stops after the segment "
                         "running then")
     parser.add_argument("--only", nargs="*", default=None, help="PRESET:PROXY pairs to run")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    run(args.stop_after, args.only) if args.what == "run" else summary()
+    {"run": lambda: run(args.stop_after, args.only), "pause": pause, "resume": resume, "summary": summary}[args.what]()

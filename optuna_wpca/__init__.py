@@ -14,17 +14,11 @@ from optuna_wpca._batched import BatchedWrites
 from optuna_wpca._objective import ZeroCostObjective
 from optuna_wpca.ranking import Benchmark, load_benchmark, rank_proxies
 from optuna_wpca._storage import open_storage
-from optuna_wpca._study import (
-    PRESETS,
-    Budget,
-    SearchRecord,
-    is_feasible,
-    preset,
-    read_search,
-    record_search,
-    top_trials,
-)
-from optuna_wpca._text import TextBatch, bundled_text_path, load_tokenizer, text_batch
+from optuna_wpca._budget import Budget
+from optuna_wpca._presets import PRESETS, preset
+from optuna_wpca._record import SearchRecord, read_search, record_search
+from optuna_wpca._selection import is_feasible, top_trials
+from optuna_wpca._text import MinibatchSpec, TextBatch, bundled_text_path, load_tokenizer, text_batch
 from optuna_wpca.models import (
     CandidateModel,
     FlexiBERTConfig,
@@ -76,6 +70,7 @@ __all__ = [
     "FlexiBERTConfig",
     "FlexiBERTModel",
     "FlexiBERTSpace",
+    "MinibatchSpec",
     "ProxyResult",
     "ReferenceSample",
     "SearchRecord",

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
+from optuna_wpca import _attributes as attr
 from optuna_wpca.spaces import Architecture, SearchSpace
 
 if TYPE_CHECKING:
-    from optuna_wpca._study import SearchRecord
+    from optuna_wpca._record import SearchRecord
 
 _COLOURS = {"bert": "#4C72B0", "mobilebert": "#DD8452", "SA": "#4C72B0", "LT": "#55A868", "DSC": "#C44E52"}
 _NAMES = {"bert": "BERT block", "mobilebert": "MobileBERT block", "SA": "self-attention", "LT": "linear transform",
@@ -122,7 +123,7 @@ def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[st
     """The trial's dashboard note: the proxy values, a fixed-width layer table (choice, FFN width,
     PCA dim) that stays aligned in any Markdown renderer, and the export command."""
     attrs = attrs or {}
-    dims = list(attrs.get("pca_dims") or [])
+    dims = list(attrs.get(attr.PCA_DIMS) or [])
     dims += [None] * (arch.num_layers - len(dims))
     lines = [f"**{space.num_params(arch):,} parameters** ({space.count}), {arch.num_layers} layers, "
              f"hidden {arch.hidden_size}", ""]
@@ -144,7 +145,7 @@ def upload_architecture(
 ) -> str:
     """Attach the architecture picture (an SVG artifact named ``trial-NNNNN-architecture.svg``) and
     the layer note (a dashboard note) to ``trial``; returns the artifact id."""
-    dims = trial.user_attrs.get("pca_dims")
+    dims = trial.user_attrs.get(attr.PCA_DIMS)
     svg = architecture_svg(space, arch, values=values, pca_dims=dims)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, f"trial-{trial.number:05d}-architecture.svg")
@@ -169,9 +170,14 @@ def save_study_note(study: optuna.Study, record: SearchRecord) -> None:
     config = ", ".join(f"{k}={v}" for k, v in space.config().items())
     budget = record.budget.describe() + ("" if not record.budget.is_set else f" ({space.count})")
     proxies = ", ".join(f"`{p}`" for p in record.proxies) if record.proxies else "not recorded yet"
-    batch = "x".join(map(str, record.batch)) if record.batch else "not recorded yet"
+    if record.minibatch is not None:
+        batch = record.minibatch.describe()
+    else:
+        batch = "x".join(map(str, record.batch)) + " (sequences x tokens)" if record.batch else "not recorded yet"
+    seeds = ", ".join(f"{what} {value}" for what, value in (("initialisation seed", record.init_seed),
+                                                            ("eta", record.eta)) if value is not None)
     optuna_dashboard.save_note(
         study,
         f"## optuna-wpca search\n\n- space: `{space.kind}` ({config})\n- budget: {budget}\n"
-        f"- proxy: {proxies}\n- minibatch: {batch} (sequences x tokens)\n",
+        f"- proxy: {proxies}\n- minibatch: {batch}\n" + (f"- {seeds}\n" if seeds else ""),
     )

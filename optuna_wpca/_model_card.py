@@ -19,6 +19,7 @@ from typing import Any
 
 import optuna
 
+from optuna_wpca import _attributes as attr
 def _number(value: float) -> str:
     """Whole or large values with thousands separators (a W-PCA score is a product of counts), others to 4 digits."""
     return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1e4 else f"{value:.4g}"
@@ -30,7 +31,7 @@ def _scores(study: optuna.Study, trial: optuna.trial.FrozenTrial, record: Any) -
     from optuna_wpca.proxies import get_proxy
 
     if record is not None and record.task:  # a distillation trial: its value is the dev metric
-        return [(f"dev {trial.user_attrs.get('metric', 'score')}", _number(trial.value),
+        return [(f"dev {trial.user_attrs.get(attr.METRIC, 'score')}", _number(trial.value),
                  f"on {record.task} after knowledge distillation")]
     proxies = list(record.proxies) if record is not None and record.proxies else []
     rows = []
@@ -61,24 +62,22 @@ def _search_lines(study: optuna.Study, record: Any, trial: optuna.trial.FrozenTr
     if record is None:
         return [f"Study `{study.study_name}`, trial {trial.number}; the study records no optuna-wpca search."]
     if record.task:
-        source = trial.user_attrs.get("zero_cost_trial")
+        source = trial.user_attrs.get(attr.SOURCE_TRIAL)
         return [f"- Distilled on `{record.task}` as trial {trial.number} of study `{study.study_name}`, from "
                 f"trial {source} of the zero-cost study `{record.source_study}`."]
     lines = [f"- Study `{study.study_name}`, trial {trial.number}; objective: "
              f"{', '.join(f'`{p}`' for p in record.proxies or ()) or 'not recorded'}.",
              f"- Parameter budget: {record.budget.describe()}"
              + (f" (counted as {record.space.count!r})" if record.budget.is_set else "") + "."]
-    if record.batch:
-        lines.append(f"- Minibatch: {record.batch[0]} x {record.batch[1]} tokens (sequences x tokens).")
-    src = record.source or {}
-    if src:
-        lines.append(f"- Corpus: {src.get('corpus')}"
-                     + (f" (SHA-256 {src['corpus_sha256'][:12]}...)" if src.get("corpus_sha256") else "")
-                     + f"; tokenizer: {src.get('tokenizer')}; batch seed {src.get('batch_seed')}; "
-                     f"initialisation seed {src.get('init_seed')}; eta {src.get('eta')}.")
-    else:
-        lines.append("- Corpus and seeds: not recorded (a study searched from Python records the minibatch's "
-                     "shape only).")
+    if record.minibatch is not None:
+        lines.append(f"- Minibatch: {record.minibatch.describe()}.")
+    elif record.batch:
+        lines.append(f"- Minibatch: {record.batch[0]} x {record.batch[1]} tokens (sequences x tokens); where it "
+                     "came from is not recorded (a batch made by hand, or a study searched before 0.3).")
+    seeds = [f"{what} {value}" for what, value in (("initialisation seed", record.init_seed), ("eta", record.eta))
+             if value is not None]
+    if seeds:
+        lines.append(f"- {'; '.join(seeds).capitalize()}.")
     if record.reference:
         lines.append(f"- Reference sample that scales the combined objective: {record.reference['size']} "
                      f"architectures within the budget, drawn with seed {record.reference['seed']}.")
@@ -90,7 +89,7 @@ def _search_lines(study: optuna.Study, record: Any, trial: optuna.trial.FrozenTr
 def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any, arch: Any, *, trained: bool,
                seed: int, command: str | None = None) -> str:
     """The text of ``README.md`` for ``trial``'s architecture exported from ``study``."""
-    from optuna_wpca._study import read_search
+    from optuna_wpca._record import read_search
 
     try:
         record = read_search(study)

@@ -9,11 +9,14 @@ from typing import Any, Sequence
 import optuna
 import torch
 
-from optuna_wpca._dashboard import upload_architecture
-from optuna_wpca._study import FEASIBLE_ATTR, REFERENCE_ATTR, Budget, record_search
+from optuna_wpca import _attributes as attr
+from optuna_wpca._budget import Budget
+from optuna_wpca._dashboard import save_study_note, upload_architecture
+from optuna_wpca._record import SearchRecord, record_search
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import (
-    DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, compute_proxy, draw_reference, get_proxy,
+    DEFAULT_ETA, DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, compute_proxy, draw_reference,
+    get_proxy,
 )
 from optuna_wpca.spaces import SearchSpace
 
@@ -152,18 +155,31 @@ class ZeroCostObjective:
         key = (id(study._storage), study._study_id)
         budget = self._study_budgets.get(key)
         if budget is None:
-            self._check_directions(study)
-            self.check_reference(study)
-            record = record_search(study, self.space, self._budget, proxies=self.proxies,
-                                   batch=tuple(self.batch.shape))
+            record = self.record(study)
             if self._parts:
                 self._references[key] = self.reference(study, record.budget)
             budget = self._study_budgets[key] = record.budget
         return budget
 
+    def record(self, study: optuna.Study, budget: Budget | None = None, *,
+               ga: dict[str, Any] | None = None) -> SearchRecord:
+        """Record what this objective scores with in ``study`` (space, budget, proxies, minibatch and
+        where it came from, initialisation seed, eta, latency model; ``ga``: the sampler's settings),
+        or check it against the study's record: a study searched otherwise is refused in one line
+        and nothing is written. Writes the study's optuna-dashboard note. Called on the first trial
+        of each study; the CLI calls it before the first trial."""
+        self.check_reference(study)
+        latency = self.proxy_options.get("latency_model")
+        record = record_search(study, self.space, budget or self._budget, proxies=self.proxies, batch=self.batch,
+                               init_seed=self.seed, eta=self.proxy_options.get("eta", DEFAULT_ETA),
+                               latency_model=latency.to_dict() if latency is not None else None, ga=ga,
+                               directions=self.directions)
+        save_study_note(study, record)
+        return record
+
     def check_reference(self, study: optuna.Study) -> None:
         """Refuse, before anything is written, a study whose reference sample was drawn otherwise."""
-        raw = study.user_attrs.get(REFERENCE_ATTR)
+        raw = study.user_attrs.get(attr.REFERENCE)
         if not self._parts or raw is None:
             return
         size, seed, parts = raw.get("size"), raw.get("seed"), set(raw.get("values", {}))
@@ -178,9 +194,9 @@ class ZeroCostObjective:
         """The reference sample that scales this objective's combinations: the one ``study`` records,
         else a new draw (recorded in ``study`` when given; ``progress`` is called after each scored
         architecture)."""
-        if study is not None and study.user_attrs.get(REFERENCE_ATTR) is not None:
+        if study is not None and study.user_attrs.get(attr.REFERENCE) is not None:
             self.check_reference(study)
-            return ReferenceSample.from_dict(study.user_attrs[REFERENCE_ATTR])
+            return ReferenceSample.from_dict(study.user_attrs[attr.REFERENCE])
         if study is None and None in self._references:
             return self._references[None]
         budget = budget or self._budget
@@ -197,7 +213,7 @@ class ZeroCostObjective:
         if study is None:
             self._references[None] = reference
         else:
-            study.set_user_attr(REFERENCE_ATTR, reference.to_dict())
+            study.set_user_attr(attr.REFERENCE, reference.to_dict())
         return reference
 
     @property
@@ -209,13 +225,6 @@ class ZeroCostObjective:
     def directions(self) -> list[str]:
         """The study directions these proxies need (``latency`` and ``peak_memory`` are minimised)."""
         return [get_proxy(name).direction for name in self.proxies]
-
-    def _check_directions(self, study: optuna.Study) -> None:
-        have = [d.name.lower() for d in study.directions]
-        if have != self.directions:
-            pairs = ", ".join(f"{p} ({d})" for p, d in zip(self.proxies, self.directions))
-            raise ValueError(f"study {study.study_name!r} has directions {have}, but the proxies want {pairs}; "
-                             f"create it with directions={self.directions}")
 
     @property
     def batch(self) -> TextBatch:
@@ -248,38 +257,38 @@ class ZeroCostObjective:
                                                                else self.proxy_options))
             values.append(result.value)
             parts[name] = result.parts
-        parts["seconds"] = time.perf_counter() - start
+        parts[attr.SECONDS] = time.perf_counter() - start
         with self._lock:
-            self._cache[key] = (values, {**parts, "cached": True})
+            self._cache[key] = (values, {**parts, attr.CACHED: True})
         return values, parts
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
         budget = self._study_budget(trial)
         arch = self.space.suggest(trial)
         n = self.space.num_params(arch)
-        trial.set_user_attr("num_params", n)
-        trial.set_user_attr("architecture", self.space.summary(arch))
+        trial.set_user_attr(attr.NUM_PARAMS, n)
+        trial.set_user_attr(attr.ARCHITECTURE, self.space.summary(arch))
         for name, value in budget.constraints(n).items():
             trial.set_constraint(name, value)
         feasible = budget.contains(n)
-        trial.set_user_attr(FEASIBLE_ATTR, feasible)
+        trial.set_user_attr(attr.FEASIBLE, feasible)
         if not feasible:
             raise optuna.TrialPruned(budget.violation(n))
         study = getattr(trial, "study", None)
         # The study's recorded sample; without a study, score() falls back to this objective's own draw.
         reference = self._references.get((id(study._storage), study._study_id)) if study is not None else None
         values, parts = self.score(arch, reference)
-        cached = parts.get("cached", False)
-        trial.set_user_attr("cached", cached)
-        trial.set_user_attr("seconds", 0.0 if cached else round(parts["seconds"], 3))
+        cached = parts.get(attr.CACHED, False)
+        trial.set_user_attr(attr.CACHED, cached)
+        trial.set_user_attr(attr.SECONDS, 0.0 if cached else round(parts[attr.SECONDS], 3))
         for name in self.proxies:
             for key, value in parts[name].items():
-                if key == "byproducts":
+                if key == attr.BYPRODUCTS:
                     continue
-                trial.set_user_attr(f"{name}.{key}" if key != "pca_dims" else "pca_dims", _short(value))
+                trial.set_user_attr(f"{name}.{key}" if key != attr.PCA_DIMS else attr.PCA_DIMS, _short(value))
         if self.artifact_store is not None:
             details = {f"{name}: {key}": _short(value) for name in self.proxies if get_proxy(name).parts
-                       for key, value in parts[name].items() if key not in ("pca_dims", "num_params")}
+                       for key, value in parts[name].items() if key not in (attr.PCA_DIMS, attr.NUM_PARAMS)}
             upload_architecture(trial, self.space, arch, self.artifact_store,
                                 values={**{get_proxy(n).label: v for n, v in zip(self.proxies, values)}, **details})
         return values[0] if len(values) == 1 else values

@@ -28,8 +28,10 @@ from typing import Any
 import optuna
 import torch
 
-from optuna_wpca._study import Budget, read_search
-from optuna_wpca._text import TextBatch, text_batch
+from optuna_wpca import _attributes as attr
+from optuna_wpca._budget import Budget
+from optuna_wpca._record import read_search
+from optuna_wpca._text import TextBatch
 from optuna_wpca.models import WPCALayerConfig
 from optuna_wpca.proxies import DEFAULT_ETA, layer_pca_dims
 from optuna_wpca.spaces import Architecture, ELMSpace, SearchSpace, WPCASpace
@@ -37,7 +39,8 @@ from optuna_wpca.spaces import Architecture, ELMSpace, SearchSpace, WPCASpace
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.refine")
 
 #: The user attribute of a refined trial: the number of the trial it was refined from.
-REFINED_FROM_ATTR = "refined_from"
+#: Trial user attribute of a refined trial: its parent trial (kept under this name for callers of 0.2).
+REFINED_FROM_ATTR = attr.REFINED_FROM
 
 
 def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -161,8 +164,10 @@ def refine(
 ) -> Refinement:
     """Refine a completed trial of a zero-cost study and enqueue the result as a new trial of the
     same study (user attribute ``refined_from``), so that the study's next trial scores it. The
-    budget is the study's; ``batch`` defaults to the recorded minibatch shape of bundled text.
-    ``options`` go to :func:`refine_architecture`. Nothing is enqueued when nothing changed.
+    budget is the study's; ``batch`` defaults to the study's own minibatch, cut again from its
+    recorded corpus (a clear error when that cannot be done), and the initialisation seed and eta
+    to the recorded ones. ``options`` go to :func:`refine_architecture`. Nothing is enqueued when
+    nothing changed.
     """
     record = read_search(study)
     matches = [t for t in study.get_trials(deepcopy=False) if t.number == trial_number]
@@ -174,8 +179,9 @@ def refine(
     space = record.space
     arch = space.from_params({k: v for k, v in source.params.items() if k in space.distributions()})
     if batch is None:
-        batch_size, seq_len = record.batch or (16, 128)
-        batch = text_batch(batch_size=batch_size, seq_len=seq_len)
+        batch = record.scoring_batch()
+    recorded = {"seed": record.init_seed, "eta": record.eta}
+    options = {**{k: v for k, v in recorded.items() if v is not None}, **options}
     result = refine_architecture(space, arch, batch, budget=record.budget, **options)
     if result.changed:
         study.enqueue_trial(space.to_params(result.architecture), user_attrs={REFINED_FROM_ATTR: trial_number},

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -18,13 +18,84 @@ import torch
 WIKITEXT2 = "wikitext-2"
 
 
+#: How a study record names the bundled corpus, the bundled tokenizer, and a corpus given as strings.
+BUNDLED_CORPUS = "bundled WikiText-2 (validation)"
+BUNDLED_TOKENIZER = "bundled uncased BERT WordPiece"
+IN_MEMORY_CORPUS = "in-memory text"
+
+
+@dataclass(frozen=True)
+class MinibatchSpec:
+    """Where a minibatch comes from, enough to cut the same one again: what a study records.
+
+    Attributes:
+        batch_size: sequences.
+        seq_len: tokens per sequence.
+        seed: seed of the window positions.
+        corpus: a text file's absolute path; ``None`` for the bundled WikiText-2 validation split;
+            :data:`IN_MEMORY_CORPUS` for strings or a ``datasets.Dataset`` given in Python.
+        corpus_sha256: the SHA-256 of the file's bytes (of the lines joined by newlines for an
+            in-memory corpus); ``None`` for the bundled one.
+        tokenizer: a local tokenizer directory; ``None`` for the bundled one.
+
+    Example:
+        >>> spec = text_batch(batch_size=2, seq_len=8).source
+        >>> spec.describe()
+        '2 x 8 tokens of bundled WikiText-2 (validation), batch seed 0, tokenizer bundled uncased BERT WordPiece'
+        >>> bool((spec.build().input_ids == text_batch(batch_size=2, seq_len=8).input_ids).all())
+        True
+    """
+
+    batch_size: int
+    seq_len: int
+    seed: int = 0
+    corpus: str | None = None
+    corpus_sha256: str | None = None
+    tokenizer: str | None = None
+
+    def build(self) -> "TextBatch":
+        """Cut the minibatch again; a clear error when its corpus is gone, changed, or was in memory."""
+        corpus = self.corpus
+        if corpus == IN_MEMORY_CORPUS:
+            raise ValueError("the minibatch was cut from text given in Python (not a file), so it cannot be cut "
+                             "again here; pass the same batch yourself")
+        if corpus is not None:
+            path = Path(corpus)
+            if not path.is_file():
+                raise ValueError(f"the corpus the minibatch was cut from, {corpus}, is gone")
+            if self.corpus_sha256 and _sha256(path.read_bytes()) != self.corpus_sha256:
+                raise ValueError(f"the corpus the minibatch was cut from, {corpus}, has changed since "
+                                 f"(SHA-256 {self.corpus_sha256[:12]}... recorded)")
+        if self.tokenizer is not None and not os.path.isdir(self.tokenizer):
+            raise ValueError(f"the tokenizer the minibatch was cut with, {self.tokenizer}, is gone")
+        return text_batch(corpus, tokenizer=self.tokenizer, batch_size=self.batch_size, seq_len=self.seq_len,
+                          seed=self.seed)
+
+    def describe(self) -> str:
+        """The minibatch in a phrase."""
+        corpus = self.corpus or BUNDLED_CORPUS
+        if self.corpus_sha256:
+            corpus += f" (SHA-256 {self.corpus_sha256[:12]}...)"
+        return (f"{self.batch_size} x {self.seq_len} tokens of {corpus}, batch seed {self.seed}, "
+                f"tokenizer {self.tokenizer or BUNDLED_TOKENIZER}")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_TENSORS = ("input_ids", "attention_mask", "token_type_ids")
+
+
 @dataclass(frozen=True)
 class TextBatch:
-    """A (batch, tokens) minibatch ready for a candidate model."""
+    """A (batch, tokens) minibatch ready for a candidate model; ``source`` says where it came from
+    (set by :func:`text_batch`, ``None`` for a batch made by hand)."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     token_type_ids: torch.Tensor
+    source: MinibatchSpec | None = field(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -33,11 +104,11 @@ class TextBatch:
 
     def to(self, device: Any) -> "TextBatch":
         """The same batch on ``device``."""
-        return TextBatch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+        return replace(self, **{name: getattr(self, name).to(device) for name in _TENSORS})
 
     def as_kwargs(self) -> dict[str, torch.Tensor]:
         """The tensors as keyword arguments of a model's forward."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in _TENSORS}
 
 
 def bundled_text_path(split: str = "valid") -> Path:
@@ -168,4 +239,16 @@ def text_batch(
     cls = np.full((batch_size, 1), tok.cls_token_id, dtype=np.int64)
     sep = np.full((batch_size, 1), tok.sep_token_id, dtype=np.int64)
     ids = torch.from_numpy(np.concatenate([cls, windows, sep], axis=1))
-    return TextBatch(ids, torch.ones_like(ids), torch.zeros_like(ids))
+    source = MinibatchSpec(batch_size, seq_len, seed, *_fingerprint(corpus),
+                           tokenizer=str(Path(tokenizer).resolve()) if tokenizer else None)
+    return TextBatch(ids, torch.ones_like(ids), torch.zeros_like(ids), source)
+
+
+def _fingerprint(corpus: Any) -> tuple[str | None, str | None]:
+    """``(corpus, SHA-256)`` as a study records them (see :class:`MinibatchSpec`)."""
+    if corpus is None:
+        return None, None
+    if isinstance(corpus, (str, os.PathLike)):
+        path = Path(corpus).resolve()
+        return str(path), _sha256(path.read_bytes())
+    return IN_MEMORY_CORPUS, _sha256("\n".join(_read_corpus(corpus)).encode("utf-8"))

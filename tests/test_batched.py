@@ -11,7 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from optuna_wpca import BatchedWrites, WPCASampler, WPCASpace, ZeroCostObjective, record_search, text_batch
-from optuna_wpca._study import Budget
+from optuna_wpca import Budget
 from optuna_wpca.cli import main
 
 SPACE = WPCASpace(num_layers=3, hidden_size=64, bert_heads=4, mobilebert_heads=2)

@@ -83,7 +83,7 @@ def test_study_and_trials_over_http(dashboard):
     assert {"num_params", "pca_dims", "architecture", "feasible", "wpca.vpca"} <= set(attrs)
     note = detail["note"]["body"]
     assert "optuna-wpca search" in note and f"<= {study.user_attrs['optuna_wpca.max_params']:,.0f}" in note
-    assert "`wpca`" in note and "4x16" in note
+    assert "`wpca`" in note and "4 x 16 tokens of bundled WikiText-2" in note and "initialisation seed 0" in note
     trial_note = trials[0]["note"]["body"]
     assert "PCA dim" in trial_note and "| wpca |" in trial_note
     number = trials[0]["number"]

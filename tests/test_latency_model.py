@@ -69,7 +69,7 @@ def test_a_cli_search_against_predicted_latency(tmp_path, capsys):
     assert main([*args, "--n-trials", "4", "--latency-model", str(lm)]) == 0
     study = optuna.load_study(study_name="p", storage=url)
     assert study.metric_names == ["wpca", "predicted_latency (ms)"]
-    assert study.user_attrs["optuna_wpca.minibatch_source"]["latency_model"] == json.loads(lm.read_text())["coefficients"]
+    assert study.user_attrs["optuna_wpca.minibatch_source"]["latency_model"] == json.loads(lm.read_text())
     model = LatencyModel.load(lm)
     for t in study.trials:
         built = SPACE.build(SPACE.from_params(t.params), seed=0)

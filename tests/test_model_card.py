@@ -51,8 +51,8 @@ def test_a_zero_cost_card_lists_scores_counts_and_the_search(searched):
     arch = space.from_params(best.params)
     assert f"{space.num_params(arch, 'all'):,} in all; {space.num_params(arch, 'non_embedding'):,} without" in card
     assert "<= 60,000 parameters (counted as 'non_embedding')" in card
-    assert "Minibatch: 8 x 16 tokens" in card and str(corpus.resolve()) in card
-    assert "batch seed 3; initialisation seed 0; eta 0.99" in card
+    assert f"Minibatch: 8 x 16 tokens of {corpus.resolve()} (SHA-256 " in card and "batch seed 3," in card
+    assert "- Initialisation seed 0; eta 0.99." in card
 
 
 def test_a_multi_objective_card_gives_latency_its_unit_and_shape(searched):
@@ -74,7 +74,7 @@ def test_a_resumed_search_on_another_corpus_or_seed_is_refused(searched, tmp_pat
     url = f"sqlite:///{tmp_path / 'c.db'}"
     other = tmp_path / "other.txt"
     other.write_text("a different corpus with other words in it . " * 300)
-    for extra, message in ((["--corpus", str(other)], "was searched on another minibatch or seed (corpus"),
+    for extra, message in ((["--corpus", str(other)], "was searched with other minibatch source or seeds (corpus"),
                            (["--corpus", str(corpus), "--batch-seed", "4"], "batch_seed 3 -> 4"),
                            (["--corpus", str(corpus), "--eta", "0.9"], "eta 0.99 -> 0.9")):
         code = main(["search", "--space", str(tmp_path / "space.json"), "--storage", url, "--study-name", "r",

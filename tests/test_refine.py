@@ -6,7 +6,7 @@ import torch
 
 from optuna_wpca import ELMSpace, WPCASampler, ZeroCostObjective, text_batch
 from optuna_wpca._refine import REFINED_FROM_ATTR, head_cka, kept_heads, linear_cka, refine, refine_architecture
-from optuna_wpca._study import Budget
+from optuna_wpca import Budget
 from optuna_wpca.cli import main
 
 SPACE = ELMSpace(num_layers=3, hidden_size=96, bert_head_choices=(1, 2, 4, 8), mobilebert_head_choices=(1, 2, 3))

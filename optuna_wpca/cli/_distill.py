@@ -6,6 +6,7 @@ import argparse
 
 import math
 
+from optuna_wpca import _attributes as attr
 from optuna_wpca.cli._errors import CLIError
 from optuna_wpca.cli._study_commands import load_our_study
 
@@ -69,5 +70,5 @@ def run_distill(args: argparse.Namespace) -> int:
     for t in kd.trials:
         value = f"{t.value:.4f}" if t.value is not None else "-"
         print(f"  kd trial {t.number}: {t.state.name:<8} dev {task.metric} {value}  zero-cost trial "
-              f"{t.user_attrs.get('zero_cost_trial', '-')}  {t.user_attrs.get('saved_to', '')}")
+              f"{t.user_attrs.get(attr.SOURCE_TRIAL, '-')}  {t.user_attrs.get(attr.SAVED_TO, '')}")
     return 0

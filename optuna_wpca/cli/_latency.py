@@ -10,7 +10,8 @@ from optuna_wpca.cli._errors import CLIError
 
 def run_calibrate_latency(args: argparse.Namespace) -> int:
     """Time a sample of the space, fit the costs, check them on held-out re-timings, write the model."""
-    from optuna_wpca._study import Budget, preset
+    from optuna_wpca._budget import Budget
+    from optuna_wpca._presets import preset
     from optuna_wpca.proxies import calibrate_latency_model
     from optuna_wpca.spaces import load_space
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from optuna_wpca._study import PRESETS
+from optuna_wpca._presets import PRESETS
 from optuna_wpca.cli._distill import run_distill
 from optuna_wpca.cli._latency import run_calibrate_latency
 from optuna_wpca.cli._rank import run_rank

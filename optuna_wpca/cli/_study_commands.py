@@ -10,13 +10,15 @@ import sys
 import threading
 from pathlib import Path
 
+from optuna_wpca import _attributes as attr
 from optuna_wpca.cli._errors import CLIError
 from optuna_wpca.cli._storage import open_storage
 
 
 def _search_from_args(args: argparse.Namespace):
     """The space and the budget given on the command line (a preset's, or a space file's)."""
-    from optuna_wpca._study import Budget, preset
+    from optuna_wpca._budget import Budget
+    from optuna_wpca._presets import preset
     from optuna_wpca.spaces import load_space
 
     if args.space:
@@ -45,7 +47,6 @@ def run_search(args: argparse.Namespace) -> int:
     from optuna_wpca._batched import BatchedWrites
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
-    from optuna_wpca._study import REFERENCE_ATTR, record_search
     from optuna_wpca._text import text_batch
     from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
     from optuna_wpca.proxies import DEFAULT_OBJECTIVE, get_proxy
@@ -90,10 +91,8 @@ def run_search(args: argparse.Namespace) -> int:
     storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
                                 directions=objective.directions, load_if_exists=True)
-    objective.check_reference(study)
-    record_search(study, space, budget, proxies=proxies, batch=batch.shape, ga=sampler.settings,
-                  source=_minibatch_source(args, options.get("latency_model")))
-    if objective.needs_reference and REFERENCE_ATTR not in study.user_attrs:
+    objective.record(study, budget, ga=sampler.settings)  # another search's study: one line, nothing written
+    if objective.needs_reference and attr.REFERENCE not in study.user_attrs:
         from tqdm import tqdm
 
         # Once per study, before the first trial: the sample that scales the combined objective.
@@ -134,26 +133,6 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _minibatch_source(args: argparse.Namespace, latency_model=None) -> dict:
-    """What the search's minibatch and candidates come from, for the study record: a resumed search on
-    another corpus (or a changed corpus file), tokenizer, batch seed, initialisation seed or eta is refused."""
-    import hashlib
-
-    from optuna_wpca.proxies import DEFAULT_ETA
-
-    corpus = {"corpus": "bundled WikiText-2 (validation)"}
-    if args.corpus:
-        path = Path(args.corpus)
-        corpus = {"corpus": str(path.resolve()),
-                  "corpus_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None}
-    out = {**corpus, "tokenizer": args.tokenizer or "bundled uncased BERT WordPiece",
-           "batch_seed": args.batch_seed, "init_seed": args.seed,
-           "eta": args.eta if args.eta is not None else DEFAULT_ETA}
-    if latency_model is not None:  # predicted latencies depend on the model's costs
-        out["latency_model"] = dict(latency_model.coefficients)
-    return out
-
-
 class _StopOnInterrupt:
     """A first SIGINT asks the study to stop after the running trials (a callback); a second aborts."""
 
@@ -183,7 +162,7 @@ class _StopOnInterrupt:
 
 def _print_best(study, space, top: int) -> None:
     """The best trials (single objective) or the feasible Pareto front (several), then the first one's layers."""
-    from optuna_wpca._study import is_feasible, top_trials
+    from optuna_wpca._selection import is_feasible, top_trials
 
     names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
     if len(study.directions) == 1:
@@ -198,8 +177,8 @@ def _print_best(study, space, top: int) -> None:
     print(f"study {study.study_name!r}: {len(study.trials)} trials; {heading}:")
     for t in best:
         values = "  ".join(f"{n} {v:.6g}" for n, v in zip(names, t.values))
-        print(f"  trial {t.number:>5}  {values}  params {t.user_attrs.get('num_params', 0):,}"
-              f"  pca_dims {t.user_attrs.get('pca_dims')}")
+        print(f"  trial {t.number:>5}  {values}  params {t.user_attrs.get(attr.NUM_PARAMS, 0):,}"
+              f"  pca_dims {t.user_attrs.get(attr.PCA_DIMS)}")
     print(f"{'best' if len(study.directions) == 1 else 'first'} architecture (trial {best[0].number}):")
     for i, line in enumerate(space.describe(space.from_params(best[0].params))):
         print(f"  layer {i:>2}: {line}")
@@ -217,7 +196,7 @@ def load_our_study(args: argparse.Namespace):
     """The study named by ``--storage`` / ``--study-name`` and its recorded space."""
     import optuna
 
-    from optuna_wpca._study import read_search
+    from optuna_wpca._record import read_search
 
     _check_storage_exists(args.storage)
     storage = open_storage(args.storage)
@@ -242,7 +221,7 @@ def run_export(args: argparse.Namespace) -> int:
     import optuna
 
     from optuna_wpca._model_card import model_card
-    from optuna_wpca._study import top_trials
+    from optuna_wpca._selection import top_trials
 
     study, space = load_our_study(args)
     if args.trial is None:
@@ -267,7 +246,7 @@ def run_export(args: argparse.Namespace) -> int:
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         raise CLIError(f"{str(out)!r} exists and is not an empty directory; pass --overwrite to replace its files")
     arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
-    trained = trial.user_attrs.get("saved_to")
+    trained = trial.user_attrs.get(attr.SAVED_TO)
     if trained and not Path(trained).is_dir():
         raise CLIError(f"trial {trial.number} was saved to {trained!r}, which no longer exists")
     tokenizer = _export_tokenizer(args.tokenizer)
@@ -311,8 +290,8 @@ def run_refine(args: argparse.Namespace) -> int:
 
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._refine import refine
-    from optuna_wpca._study import read_search, top_trials
-    from optuna_wpca._text import text_batch
+    from optuna_wpca._record import read_search
+    from optuna_wpca._selection import top_trials
 
     study, space = load_our_study(args)
     record = read_search(study)
@@ -324,8 +303,10 @@ def run_refine(args: argparse.Namespace) -> int:
         if not best:
             raise CLIError(f"study {args.study_name!r} has no completed feasible trial to refine")
         number = best[0].number
-    batch_size, seq_len = record.batch or (16, 128)
-    batch = text_batch(batch_size=batch_size, seq_len=seq_len)
+    try:
+        batch = record.scoring_batch()  # the study's own minibatch: a refined trial compares with its parent
+    except ValueError as err:
+        raise CLIError(f"study {args.study_name!r}: {err}") from None
     try:
         result = refine(study, number, batch=batch, cka_threshold=args.cka_threshold, heads=not args.no_heads,
                         widths=not args.no_widths, device=args.device)
@@ -338,10 +319,7 @@ def run_refine(args: argparse.Namespace) -> int:
     if not result.changed:
         print("nothing to change: no trial enqueued")
         return 0
-    reference = {"reference_size": record.reference["size"], "reference_seed": record.reference["seed"]} \
-        if record.reference else {}
-    objective = ZeroCostObjective(space, proxies=record.proxies or ("wpca",), batch=batch, device=args.device,
-                                  **reference)
+    objective = ZeroCostObjective(space, batch=batch, device=args.device, **record.objective_settings())
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study.sampler = optuna.samplers.RandomSampler()  # the enqueued parameters are fixed; nothing is sampled
     study.optimize(objective, n_trials=1)

@@ -9,7 +9,9 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from optuna_wpca._study import SOURCE_TRIAL_ATTR, record_distillation, top_trials
+from optuna_wpca import _attributes as attr
+from optuna_wpca._record import record_distillation
+from optuna_wpca._selection import top_trials
 from optuna_wpca._text import load_tokenizer
 from optuna_wpca.distill._models import StudentClassifier
 from optuna_wpca.distill._tasks import Task
@@ -58,7 +60,7 @@ def distill_top_trials(
     )
     record_distillation(kd, space, source_study=study.study_name, task=task.name)
     for t in winners:
-        kd.enqueue_trial(t.params, user_attrs={SOURCE_TRIAL_ATTR: t.number, "zero_cost_value": t.value},
+        kd.enqueue_trial(t.params, user_attrs={attr.SOURCE_TRIAL: t.number, attr.SOURCE_VALUE: t.value},
                          skip_if_exists=True)
 
     def objective(trial: optuna.Trial) -> float:
@@ -68,20 +70,20 @@ def distill_top_trials(
         if unknown:
             raise ValueError(f"hyperparameters() returned unknown TrainConfig fields {sorted(unknown)}")
         run_config = TrainConfig(**{**config.__dict__, **overrides})
-        trial.set_user_attr("num_params", space.num_params(arch))
-        trial.set_user_attr("architecture", space.summary(arch))
-        trial.set_user_attr("metric", task.metric)
+        trial.set_user_attr(attr.NUM_PARAMS, space.num_params(arch))
+        trial.set_user_attr(attr.ARCHITECTURE, space.summary(arch))
+        trial.set_user_attr(attr.METRIC, task.metric)
         model = StudentClassifier(space.build(arch, seed=run_config.seed), max(task.num_labels, 1),
                                   seed=run_config.seed, labels=task.labels)
         ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None
         result = train(model, task, run_config, teacher=teacher, trial=trial, checkpoint_dir=ckpt,
                        tokenizer=tokenizer, progress=progress)
-        trial.set_user_attr("train_seconds", result.seconds)
+        trial.set_user_attr(attr.TRAIN_SECONDS, result.seconds)
         if save_root:
             out = Path(save_root) / f"{kd.study_name}-trial-{trial.number}"
             model.save_pretrained(out)
             (tokenizer if tokenizer is not None else load_tokenizer()).save_pretrained(str(out))
-            trial.set_user_attr("saved_to", str(out))
+            trial.set_user_attr(attr.SAVED_TO, str(out))
         return result.metric
 
     kd.optimize(objective, n_trials=n_trials if n_trials is not None else len(winners))

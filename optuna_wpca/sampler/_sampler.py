@@ -12,7 +12,9 @@ from optuna.samplers import BaseGASampler, RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from optuna_wpca._study import Budget, is_feasible, record_search, recorded_budget
+from optuna_wpca._budget import Budget
+from optuna_wpca._record import record_search, recorded_budget
+from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
 from optuna_wpca.sampler._operators import mutate, uniform_crossover
 from optuna_wpca.spaces import SearchSpace

@@ -82,6 +82,15 @@ class SearchSpace(abc.ABC):
     def __init__(self, *, count: str) -> None:
         self.count = check_count_convention(count)
 
+    def __eq__(self, other: object) -> bool:
+        # Two spaces are the same search when they describe themselves the same way (what a study records).
+        return isinstance(other, SearchSpace) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        import json
+
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
     @abc.abstractmethod
     def distributions(self) -> dict[str, CategoricalDistribution]:
         """Parameter name -> distribution, in a fixed order."""
