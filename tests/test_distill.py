@@ -342,3 +342,43 @@ def test_a_constant_schedule_makes_a_longer_runs_checkpoint_the_shorter_run(task
         TrainConfig(schedule="cosine")
     with pytest.raises(ValueError, match="warmup_steps must be"):
         TrainConfig(warmup_steps=-1)
+
+
+def test_the_distill_top_trials_callback_trains_the_winners_under_a_pruner_and_resumes_without_adding(task, tmp_path):
+    """The plugin's promise to Optuna users: a callback of the zero-cost search's ``study.optimize``
+    trains the top k, and Optuna's pruner decides how far each student goes. The students train on labels
+    (no teacher): in a dozen steps a KD student of an untuned teacher stays at the majority class, every run
+    ties, and no pruner can tell them apart; the KD loss itself is tested above."""
+    from optuna_wpca import WPCASampler, ZeroCostObjective, text_batch, top_trials
+    from optuna_wpca.distill import DistillTopTrials
+
+    url = f"sqlite:///{tmp_path / 'cb.db'}"
+
+    def run():
+        callback = DistillTopTrials(
+            SPACE, task, after=8, k=3, n_trials=5,
+            config=TrainConfig(steps=12, batch_size=8, max_seq_len=16, eval_every=2),
+            hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 1e-3, 3e-2, log=True)},
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=1),
+            sampler=optuna.samplers.RandomSampler(seed=0))
+        zc = optuna.create_study(study_name="zc", storage=url, direction="maximize", load_if_exists=True,
+                                 sampler=WPCASampler(SPACE, population_size=4, seed=0))
+        zc.optimize(ZeroCostObjective(SPACE, batch=text_batch(batch_size=4, seq_len=16)), n_trials=20,
+                    callbacks=[callback])
+        return zc, callback
+
+    zc, callback = run()
+    assert len(zc.trials) == 8  # the search stopped once it distilled
+    kd = optuna.load_study(study_name="zc-kd", storage=url)
+    states = [t.state.name for t in kd.trials]
+    assert len(kd.trials) == 5 and states.count("PRUNED") >= 1 and states.count("COMPLETE") >= 1, states
+    pruned = [t for t in kd.trials if t.state.name == "PRUNED"]
+    assert all(max(t.intermediate_values) < 12 for t in pruned)  # stopped before the last step
+    winners = [t.number for t in top_trials(zc, 3)]
+    assert [t.user_attrs["zero_cost_trial"] for t in kd.trials[:3]] == winners
+    assert callback.result.study_name == "zc-kd"
+    # The same script run again: the zero-cost study already has 8 completed trials, so the callback fires after
+    # the first new one, finds the KD study finished and trains nothing more.
+    zc, callback = run()
+    assert len(optuna.load_study(study_name="zc-kd", storage=url).trials) == 5
+    assert len(zc.trials) == 9

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,6 +50,10 @@ def distill_top_trials(
     ``n_trials`` may exceed ``k`` and the sampler explores them. Inside training the dev metric is
     reported at each evaluation and the pruner may stop a run, so ``HyperbandPruner`` and friends
     decide how far each goes. Without a ``teacher`` the students train on labels only.
+
+    ``n_trials`` (default ``k``) is the number of finished (complete or pruned) trials the KD study
+    should reach, as ``optuna-wpca search --n-trials`` is: a rerun after a stop finishes the study
+    instead of adding to it, and a finished one trains nothing.
     """
     winners = top_trials(study, k)
     if not winners:
@@ -86,24 +91,55 @@ def distill_top_trials(
             trial.set_user_attr(attr.SAVED_TO, str(out))
         return result.metric
 
-    kd.optimize(objective, n_trials=n_trials if n_trials is not None else len(winners))
+    target = n_trials if n_trials is not None else len(winners)
+    finished = len(kd.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+    if finished < target:
+        kd.optimize(objective, n_trials=target - finished)
     return kd
 
 
 class DistillTopTrials:
-    """A ``study.optimize`` callback: once ``after`` trials have completed, distil the top ``k``.
+    """A ``study.optimize`` callback that trains the winners: once the zero-cost study holds ``after``
+    completed trials, it distils the top ``k`` as trials of ``<study>-kd`` in the same storage (see
+    :func:`distill_top_trials`, whose keyword arguments it takes: ``k``, ``teacher``, ``config``,
+    ``pruner``, ``hyperparameters``, ``n_trials``, ...), so Optuna's pruner decides how far each
+    student trains; then it stops the search (``stop_search=False`` lets it go on).
+
+    It fires once per process, also with ``n_jobs > 1``; a rerun of the same script resumes the KD
+    study where it stopped and trains nothing once it is finished. The KD study is ``self.result``.
 
     Example:
-        >>> # study.optimize(objective, n_trials=200,
-        >>> #                callbacks=[DistillTopTrials(space, task, after=200, k=3, teacher=teacher)])
+        >>> import optuna, optuna_wpca
+        >>> from optuna_wpca.distill import DistillTopTrials, TrainConfig, load_task
+        >>> space = optuna_wpca.WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+        >>> task = load_task("rt-sentiment")
+        >>> task.train, task.dev = task.train[:32], task.dev[:16]
+        >>> distil = DistillTopTrials(space, task, after=4, k=2,
+        ...                           config=TrainConfig(steps=2, batch_size=4, max_seq_len=16, eval_every=1),
+        ...                           pruner=optuna.pruners.MedianPruner())
+        >>> study = optuna.create_study(direction="maximize",
+        ...                             sampler=optuna_wpca.WPCASampler(space, population_size=4, seed=0))
+        >>> objective = optuna_wpca.ZeroCostObjective(space, batch=optuna_wpca.text_batch(batch_size=4, seq_len=16))
+        >>> study.optimize(objective, n_trials=10, callbacks=[distil])
+        >>> len(study.trials), len(distil.result.trials)
+        (4, 2)
     """
 
-    def __init__(self, space: SearchSpace, task: Task, *, after: int, **kwargs: Any) -> None:
-        self.space, self.task, self.after, self.kwargs = space, task, after, kwargs
+    def __init__(self, space: SearchSpace, task: Task, *, after: int, stop_search: bool = True,
+                 **kwargs: Any) -> None:
+        if after < 1:
+            raise ValueError(f"after must be >= 1 (completed zero-cost trials before distilling), got {after}")
+        self.space, self.task, self.after, self.stop_search, self.kwargs = space, task, after, stop_search, kwargs
         self.result: optuna.Study | None = None
+        self._lock = threading.Lock()
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if self.result is not None:
-            return
-        if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) >= self.after:
+        with self._lock:  # n_jobs > 1: the first thread past the threshold trains, the others return
+            if self.result is not None:
+                return
+            if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < self.after:
+                return
+            _logger.info("%d zero-cost trials completed: distilling the top %s", self.after, self.kwargs.get("k", 3))
             self.result = distill_top_trials(study, self.space, self.task, **self.kwargs)
+        if self.stop_search:
+            study.stop()
