@@ -42,7 +42,7 @@ from optuna_wpca.proxies import (
     register_proxy,
 )
 from optuna_wpca.sampler import WPCASampler
-from optuna_wpca._supernet import Supernet, SupernetResult, train_supernet  # registers the "supernet" proxy
+from optuna_wpca.distill import Supernet, SupernetResult, train_supernet
 from optuna_wpca.spaces import (
     Architecture,
     DecoderSpace,

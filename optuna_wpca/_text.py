@@ -84,7 +84,13 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_TENSORS = ("input_ids", "attention_mask", "token_type_ids")
+#: The tensors a candidate's forward takes, as a TextBatch's fields and a tokenizer's keys.
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def model_inputs(batch: Any) -> dict[str, torch.Tensor]:
+    """The forward's inputs of a tokenised batch given as a mapping (labels and the rest left out)."""
+    return {name: batch[name] for name in MODEL_INPUTS}
 
 
 @dataclass(frozen=True)
@@ -104,11 +110,11 @@ class TextBatch:
 
     def to(self, device: Any) -> "TextBatch":
         """The same batch on ``device``."""
-        return replace(self, **{name: getattr(self, name).to(device) for name in _TENSORS})
+        return replace(self, **{name: getattr(self, name).to(device) for name in MODEL_INPUTS})
 
     def as_kwargs(self) -> dict[str, torch.Tensor]:
         """The tensors as keyword arguments of a model's forward."""
-        return {name: getattr(self, name) for name in _TENSORS}
+        return {name: getattr(self, name) for name in MODEL_INPUTS}
 
 
 def bundled_text_path(split: str = "valid") -> Path:

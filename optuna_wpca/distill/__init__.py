@@ -6,6 +6,7 @@ from optuna_wpca.distill._models import StudentClassifier, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, load_text_corpus
+from optuna_wpca.distill._supernet import Supernet, SupernetResult, train_supernet
 from optuna_wpca.distill._pretrain import MLMConfig, MLMCorpus, MLMResult, pretrain_mlm, wikitext_mlm_corpus
 from optuna_wpca.distill._teacher_cache import TeacherCache, cache_teacher, teacher_fingerprint
 from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
@@ -19,6 +20,8 @@ __all__ = [
     "MLMResult",
     "Projections",
     "StudentClassifier",
+    "Supernet",
+    "SupernetResult",
     "Task",
     "TeacherCache",
     "TextCorpus",
@@ -40,5 +43,6 @@ __all__ = [
     "soft_cross_entropy",
     "teacher_fingerprint",
     "train",
+    "train_supernet",
     "wikitext_mlm_corpus",
 ]

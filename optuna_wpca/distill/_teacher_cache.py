@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from optuna_wpca._text import load_tokenizer
+from optuna_wpca._text import load_tokenizer, model_inputs
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._models import Recorder, teacher_points
@@ -144,8 +144,7 @@ class TeacherCache:
         try:
             with torch.inference_mode():
                 for start in range(0, n, batch_size):
-                    batch = {k: data[k][start : start + batch_size].to(device)
-                             for k in ("input_ids", "attention_mask", "token_type_ids")}
+                    batch = {k: v[start : start + batch_size].to(device) for k, v in model_inputs(data).items()}
                     recorder.clear()
                     out = teacher(**batch)
                     stacked = torch.stack(

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from optuna_wpca._text import load_tokenizer
+from optuna_wpca._text import load_tokenizer, model_inputs
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._losses import Projections, kd_loss
@@ -41,7 +41,7 @@ def _batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
 
 
 def _logits(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    inputs = model_inputs(batch)
     out = model(**inputs)
     return out.logits if hasattr(out, "logits") else out
 
@@ -272,7 +272,7 @@ def _kd_step(kd: _KD, model: nn.Module, batch: dict[str, torch.Tensor], cached: 
     teacher, rec_s, rec_t, config = kd.teacher, kd.rec_s, kd.rec_t, kd.config
     rec_s.clear()
     rec_t.clear()
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    inputs = model_inputs(batch)
     if cached is None:
         with torch.no_grad():
             t_out = teacher(**inputs)

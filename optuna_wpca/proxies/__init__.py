@@ -1,6 +1,8 @@
 """Zero-cost proxies behind one registry."""
 
-from optuna_wpca.proxies import _baselines, _counts, _hardware, _hidden_covariance, _latency_model, _pca  # noqa: F401  (registration)
+from optuna_wpca.proxies import (  # noqa: F401  (each module registers its proxies)
+    _baselines, _counts, _hardware, _hidden_covariance, _latency_model, _pca, _supernet,
+)
 from optuna_wpca.proxies._latency_model import LatencyModel, calibrate_latency_model, operation_counts
 from optuna_wpca.proxies._combined import (
     DEFAULT_OBJECTIVE,

@@ -34,15 +34,14 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from optuna_wpca._text import TextBatch, load_tokenizer
+from optuna_wpca._text import TextBatch, load_tokenizer, model_inputs
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._losses import Projections, kd_loss
 from optuna_wpca.distill._mapping import layer_mapping
-from optuna_wpca.distill._trainer import optimizer_and_schedule
 from optuna_wpca.distill._models import Recorder, load_teacher, student_points, teacher_encoder, teacher_points
+from optuna_wpca.distill._trainer import optimizer_and_schedule
 from optuna_wpca.models import WPCALayerConfig, WPCAModel
-from optuna_wpca.proxies._registry import ProxyResult, register_proxy
 from optuna_wpca.spaces import Architecture, WPCASpace, space_from_dict
 
 _FFN_ROWS = ("ffn_in.weight", "ffn_in.bias")
@@ -164,7 +163,7 @@ class SupernetResult:
 
 def _path_loss(net: Supernet, arch: Architecture, batch: dict[str, torch.Tensor], teacher: nn.Module,
                rec_t: Recorder, projections: Projections, mapping: list[int], config: TrainConfig) -> torch.Tensor:
-    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    inputs = model_inputs(batch)
     rec_t.clear()
     with torch.no_grad():
         teacher(**inputs)
@@ -282,16 +281,12 @@ def _architecture_of(model: nn.Module, space: WPCASpace) -> Architecture:
     return arch
 
 
-@register_proxy("supernet", needs_grad=False, zero_cost=False,
-                description="minus the KD loss of the weights inherited from a trained supernet (ELM's one-shot path)")
-def supernet_proxy(model: nn.Module, batch: TextBatch, *, supernet: str | None = None) -> ProxyResult:
-    """Minus the KD loss (teacher of the supernet, Appendix F feature losses) of ``model``'s path with
-    the weights it inherits from the supernet saved in ``supernet``, on ``batch``."""
-    if supernet is None:
-        raise ValueError("the supernet proxy needs supernet=DIR, a directory written by Supernet.save "
-                         "(see optuna_wpca.train_supernet)")
+def inherited_kd_loss(model: nn.Module, batch: TextBatch, directory: str | Path) -> float:
+    """The KD loss (teacher of the supernet, Appendix F feature losses) of ``model``'s path with the
+    weights it inherits from the supernet saved in ``directory``, on ``batch``: what the ``supernet``
+    proxy (``optuna_wpca/proxies/_supernet.py``) reports, negated."""
     device = str(next(model.parameters()).device)
-    net, projections, teacher = _loaded(str(Path(supernet).resolve()), device)
+    net, projections, teacher = _loaded(str(Path(directory).resolve()), device)
     arch = _architecture_of(model, net.space)
     rec_t = Recorder(teacher_points(teacher))
     try:
@@ -301,4 +296,4 @@ def supernet_proxy(model: nn.Module, batch: TextBatch, *, supernet: str | None =
                               layer_mapping(net.space.num_layers, len(teacher_points(teacher)["ffn"])), TrainConfig())
     finally:
         rec_t.remove()
-    return ProxyResult(-float(loss), {"kd_loss": float(loss)})
+    return float(loss)
