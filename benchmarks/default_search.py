@@ -152,7 +152,7 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     best = max((t for t in done if t.user_attrs.get("feasible", True)), key=lambda t: t.value)
     arch = space.from_params(best.params)
     layers = arch.layers
-    mix = Counter(getattr(layer, "block", None) or "decoder" for layer in layers)
+    mix = Counter(space.block_kind(layer) for layer in layers)
     return {
         "finished": finished, "target": TRIALS, "wall_seconds_of_whole_segments": wall,
         "trial_seconds": trial_seconds, "paused_seconds_subtracted": paused,

@@ -15,13 +15,12 @@ from optuna_wpca.spaces import Architecture, SearchSpace
 if TYPE_CHECKING:
     from optuna_wpca._record import SearchRecord
 
-_COLOURS = {"bert": "#4C72B0", "mobilebert": "#DD8452", "SA": "#4C72B0", "LT": "#55A868", "DSC": "#C44E52"}
-_NAMES = {"bert": "BERT block", "mobilebert": "MobileBERT block", "SA": "self-attention", "LT": "linear transform",
-          "DSC": "convolution", "decoder": "decoder block"}
+_OTHER_COLOUR = "#8172B3"
 
 
-def _kind(layer: Any) -> str:
-    return getattr(layer, "block", None) or getattr(layer, "operation", None) or "decoder"
+def _look(space: SearchSpace, kind: str) -> tuple[str, str]:
+    """``(display name, colour)`` of a block kind, as the space declares it."""
+    return space.block_kinds.get(kind, (kind, _OTHER_COLOUR))
 
 
 def _short(value: float) -> str:
@@ -72,7 +71,7 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
     headline = title or f"{_short(space.num_params(arch))} parameters"
     # the proxies' own values (a label carries its unit: "latency (ms) 6.5" reads "latency 6.5 ms")
     value_line = "   ".join(_headline_value(k, v) for k, v in (values or {}).items() if ": " not in k)
-    kinds = list(dict.fromkeys(_kind(layer) for layer in arch.layers))
+    kinds = list(dict.fromkeys(space.block_kind(layer) for layer in arch.layers))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         'font-family="DejaVu Sans, Arial, sans-serif">',
@@ -82,18 +81,18 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
     ]
     x = 16
     for kind in kinds:
-        label = _NAMES.get(kind, kind)
-        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{_COLOURS.get(kind, "#8172B3")}"/>')
+        label, colour = _look(space, kind)
+        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{colour}"/>')
         parts.append(f'<text x="{x + 38}" y="168" font-size="28">{escape(label)}</text>')
         x += 38 + 17 * len(label) + 30
     if pca_dims:  # the swatch is drawn as the bars are: a dark inner bar over a block's colour
-        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{_COLOURS.get(kinds[0], "#8172B3")}"/>')
+        parts.append(f'<rect x="{x}" y="142" width="30" height="30" fill="{_look(space, kinds[0])[1]}"/>')
         parts.append(f'<rect x="{x}" y="149.5" width="30" height="15" fill="#222" opacity="0.55"/>')
         parts.append(f'<text x="{x + 38}" y="168" font-size="28">PCA dim</text>')
     for i, layer in enumerate(arch.layers):
         y = top + i * row
         ffn = int(layer.ffn_size)
-        colour = _COLOURS.get(_kind(layer), "#8172B3")
+        colour = _look(space, space.block_kind(layer))[1]
         dim = pca_dims[i] if pca_dims and i < len(pca_dims) else None
         parts.append(f'<g class="layer"><text x="16" y="{y + bar * 0.8:.1f}" font-size="{font}">L{i}</text>')
         parts.append(f'<rect x="{left}" y="{y:.1f}" width="{max(3.0, ffn * scale):.1f}" height="{bar:.1f}" '

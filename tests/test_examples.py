@@ -61,3 +61,34 @@ def test_two_stage_tiny(tmp_path):
               "--kd-trials", "3", "--steps", "4", "--teacher-steps", "2", "--train-examples", "64", cwd=tmp_path)
     assert "stage 1: 6 zero-cost trials" in out
     assert "stage 2:" in out and out.count("from zero-cost trial") == 3
+
+
+def test_the_smallest_complete_space_is_one_file_and_works_everywhere(tmp_path):
+    """examples/uniform_space.py: a space defined in one class registers itself and is searched, recorded,
+    read back, counted exactly and drawn in its declared colours."""
+    import runpy
+
+    import optuna
+    import torch
+
+    import optuna_wpca
+    from optuna_wpca._dashboard import architecture_svg
+
+    out = run("uniform_space.py", "--n-trials", "6", "--storage", f"sqlite:///{tmp_path / 'u.db'}", cwd=tmp_path)
+    assert "searched uniform-bert with a budget of <= " in out and "bert ffn" in out
+    UniformSpace = runpy.run_path(str(EXAMPLES / "uniform_space.py"), run_name="uniform_space")["UniformSpace"]
+    space = optuna_wpca.space_from_dict({"type": "uniform-bert", "num_layers": 3, "hidden_size": 64,
+                                         "ffn_sizes": [64, 128], "heads": [2, 4]})
+    assert isinstance(space, UniformSpace)
+    for params in ({"ffn_size": 64, "heads": 2}, {"ffn_size": 128, "heads": 4}):
+        arch = space.from_params(params)
+        model = space.build(arch)
+        body = sum(p.numel() for name, p in model.named_parameters() if not name.startswith("embeddings."))
+        assert space.num_params(arch, "all") == sum(p.numel() for p in model.parameters())
+        assert space.num_params(arch) == body
+        assert space.to_params(arch) == params
+        assert model(torch.ones(1, 8, dtype=torch.long)).shape[-1] == 64
+    study = optuna.create_study()
+    optuna_wpca.record_search(study, space)
+    assert optuna_wpca.read_search(study).space == space
+    assert 'fill="#4C72B0"' in architecture_svg(space, space.from_params({"ffn_size": 64, "heads": 2}))

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.distributions import CategoricalDistribution
 
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.models._base import check_count_convention
@@ -68,6 +68,10 @@ def layer_name(index: int, gene: str) -> str:
     return f"layer_{index:02d}_{gene}"
 
 
+#: Every space type by its ``kind``; filled as the classes are defined.
+_SPACES: dict[str, type["SearchSpace"]] = {}
+
+
 class SearchSpace(abc.ABC):
     """A space of candidate encoders, expressed as Optuna distributions.
 
@@ -76,8 +80,28 @@ class SearchSpace(abc.ABC):
     and the genome has a fixed length (NSGA-II only evolves parameters every trial has).
     """
 
-    #: Short name used in files, study attributes and the CLI.
+    #: Short name used in files, study attributes and the CLI; a subclass that sets it is registered
+    #: under it when its class is defined, so ``space_from_dict({"type": kind, ...})`` finds it.
     kind: str = ""
+    #: The block types a layer may be, by the name :meth:`block_kind` gives: ``(display name, colour)``,
+    #: for optuna-dashboard's pictures and legends.
+    block_kinds: Mapping[str, tuple[str, str]] = {"layer": ("layer", "#8172B3")}
+    #: The longest sequence a candidate takes (its position table); the objective refuses longer minibatches.
+    max_position_embeddings: int = 512
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.kind or cls.__dict__.get("kind") is None:
+            return  # abstract helpers, and subclasses that keep their parent's type
+        known = _SPACES.get(cls.kind)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"search-space type {cls.kind!r} is already {known.__module__}.{known.__qualname__}; "
+                             f"give {cls.__qualname__} another kind")
+        _SPACES[cls.kind] = cls
+
+    def block_kind(self, layer: Any) -> str:
+        """Which of :attr:`block_kinds` ``layer`` is."""
+        return next(iter(self.block_kinds))
 
     def __init__(self, *, count: str) -> None:
         self.count = check_count_convention(count)
@@ -185,20 +209,11 @@ class SearchSpace(abc.ABC):
                 raise ValueError(f"parameter {name}={value!r} is not one of {list(dists[name].choices)}")
 
 
-def _space_types() -> dict[str, type[SearchSpace]]:
-    from optuna_wpca.spaces._decoder import DecoderSpace
-    from optuna_wpca.spaces._elm import ELMSpace
-    from optuna_wpca.spaces._flexibert import FlexiBERTSpace
-    from optuna_wpca.spaces._wpca import WPCASpace
-
-    return {cls.kind: cls for cls in (WPCASpace, ELMSpace, FlexiBERTSpace, DecoderSpace)}
-
-
 def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:
     """Rebuild a space from :meth:`SearchSpace.to_dict` output (or a hand-written file)."""
     if not isinstance(raw, Mapping) or not raw:
         raise ValueError("search-space description is empty or not a JSON object")
-    kinds = _space_types()
+    kinds = _SPACES
     kind = raw.get("type")
     if kind not in kinds:
         raise ValueError(f"search-space 'type' must be one of {sorted(kinds)}, got {kind!r}")
@@ -229,4 +244,4 @@ def load_space(path: str | Path) -> SearchSpace:
     return space_from_dict(raw)
 
 
-__all__ = ["Architecture", "BaseDistribution", "SearchSpace", "layer_name", "load_space", "space_from_dict"]
+__all__ = ["Architecture", "SearchSpace", "layer_name", "load_space", "space_from_dict"]

@@ -38,6 +38,11 @@ class FlexiBERTSpace(SearchSpace):
     """
 
     kind = "flexibert"
+    block_kinds = {"SA": ("self-attention", "#4C72B0"), "LT": ("linear transform", "#55A868"),
+                   "DSC": ("convolution", "#C44E52")}
+
+    def block_kind(self, layer: Any) -> str:
+        return layer.operation
 
     def __init__(
         self,

@@ -28,6 +28,10 @@ class WPCASpace(SearchSpace):
     """
 
     kind = "wpca"
+    block_kinds = {"bert": ("BERT block", "#4C72B0"), "mobilebert": ("MobileBERT block", "#DD8452")}
+
+    def block_kind(self, layer: Any) -> str:
+        return layer.block
 
     def __init__(
         self,
