@@ -202,3 +202,39 @@ def test_own_format_ranks_within_each_size_bucket(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "size tau" in printed and "within size bucket tau" in printed
     assert "within_bucket" in json.loads(out.read_text())["proxies"]["params"]
+
+
+def test_a_new_benchmark_format_is_one_registered_loader_and_the_report_prints_what_it_cites(tmp_path):
+    import json
+
+    from optuna_wpca import WPCASpace
+    from optuna_wpca.ranking import FORMATS, Benchmark, format_table, register_benchmark_format
+
+    space = WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+    rows = [{"params": space.to_params(space.sample(i)), "acc": 0.5 + i / 100} for i in range(6)]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"my_trained_set": rows}))
+    with pytest.raises(ValueError, match="is in no known format"):
+        load_benchmark(path)
+
+    def load(raw, path, *, metric, space, count):
+        entries = raw["my_trained_set"]
+        return Benchmark([space_.from_params(e["params"]) for e in entries], [e["acc"] for e in entries],
+                         list(range(len(entries))), space_, str(path), metric or "acc",
+                         cited={"params": (0.1, 0.2)}, cited_source="a paper about this set")
+
+    space_ = space
+    register_benchmark_format("mine", lambda raw: isinstance(raw, dict) and "my_trained_set" in raw, load)
+    try:
+        bench = load_benchmark(path)
+        assert len(bench.archs) == 6 and bench.metric == "acc"
+        results = rank_proxies(bench, ["params"], batch=text_batch(batch_size=2, seq_len=16))
+        table = format_table(results, bench)
+        assert "paper tau" in table and "paper columns: a paper about this set" in table
+        assert results["params"].to_dict()["paper"] == {"kendall_tau": 0.1, "spearman_rho": 0.2,
+                                                        "source": "a paper about this set"}
+        assert "paper tau" not in format_table(rank_proxies(load_benchmark("lts-gpt2-wt103"), ["params"], limit=4,
+                                                            batch=text_batch(batch_size=2, seq_len=16)),
+                                               load_benchmark("lts-gpt2-wt103"))
+    finally:
+        del FORMATS[0]

@@ -14,7 +14,7 @@ def run_rank(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from optuna_wpca.ranking import (
-        LTS_REFERENCES, format_budget_table, format_seed_noise, format_table, is_lts_bundled, load_benchmark, rank_proxies, seed_noise,
+        format_budget_table, format_seed_noise, format_table, load_benchmark, rank_proxies, seed_noise,
     )
     from optuna_wpca._text import text_batch
     from optuna_wpca.proxies import check_proxy_options, get_proxy, list_proxies
@@ -96,8 +96,8 @@ def run_rank(args: argparse.Namespace) -> int:
         }
         if noise:
             out["seed_noise"] = noise
-        if is_lts_bundled(bench):
-            out["published"] = {k: {"abs_kendall_tau": t, "abs_spearman_rho": r} for k, (t, r) in LTS_REFERENCES.items()}
+        if bench.published:
+            out["published"] = {k: {"abs_kendall_tau": t, "abs_spearman_rho": r} for k, (t, r) in bench.published.items()}
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0

@@ -9,18 +9,23 @@ Example:
 from optuna_wpca.ranking._benchmark import (
     BUNDLED_BENCHMARKS,
     Benchmark,
+    FORMATS,
+    LTS_REFERENCES,
+    PAPER_TABLE1,
+    BenchmarkFormat,
     benchmark_path,
-    is_lts_bundled,
-    is_nas_bench_bert,
     load_benchmark,
+    register_benchmark_format,
 )
 from optuna_wpca.ranking._correlation import correlations, seed_noise, within_bucket, within_depth, within_groups
 from optuna_wpca.ranking._rank import TRIVIAL_BASELINES, ProxyRanking, rank_proxies
 from optuna_wpca.ranking._budget_pick import DEFAULT_PERCENTILES, bootstrap_picks, budget_pick, budget_pick_within, budgets_at
-from optuna_wpca.ranking._report import LTS_REFERENCES, PAPER_TABLE1, format_budget_table, format_seed_noise, format_table
+from optuna_wpca.ranking._report import format_budget_table, format_seed_noise, format_table
 
 __all__ = [
     "BUNDLED_BENCHMARKS",
+    "FORMATS",
+    "BenchmarkFormat",
     "DEFAULT_PERCENTILES",
     "LTS_REFERENCES",
     "PAPER_TABLE1",
@@ -36,8 +41,7 @@ __all__ = [
     "format_budget_table",
     "format_seed_noise",
     "format_table",
-    "is_lts_bundled",
-    "is_nas_bench_bert",
+    "register_benchmark_format",
     "load_benchmark",
     "rank_proxies",
     "seed_noise",

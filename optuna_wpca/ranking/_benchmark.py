@@ -1,8 +1,12 @@
 """Trained benchmarks: architectures with a ground-truth score each, by bundled name or file.
 
-Three file formats: NAS-Bench-BERT's ``BERT_benchmark.json``, LiteTransformerSearch's trained GPT-2
-decoders (``models.json``: ``id``, ``config``, ``valid_ppl``, ``params``) and optuna-wpca's own
-(``benchmarks/own_bench.py``). Both public ones ship with the package and are found by name.
+A file format is one loader registered with :func:`register_benchmark_format` (a test of the parsed
+JSON, and a function that turns it into a :class:`Benchmark`): NAS-Bench-BERT's
+``BERT_benchmark.json``, LiteTransformerSearch's trained GPT-2 decoders (``models.json``: ``id``,
+``config``, ``valid_ppl``, ``params``) and optuna-wpca's own (``benchmarks/own_bench.py``). A loader
+attaches whatever published figures exist for its file (``Benchmark.cited``, ``Benchmark.notes``),
+so the report prints them without knowing benchmark names. Both public sets ship with the package
+and are found by name.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -59,6 +63,12 @@ class Benchmark:
     lower_is_better: bool = False
     #: Per entry, its size bucket where the file has them (ours: equal slices of a parameter band).
     buckets: list[Any] = field(default_factory=list)
+    #: Published correlations per proxy on this very set (``{proxy: (tau, rho)}``), printed beside ours,
+    #: and where they come from.
+    cited: dict[str, tuple[float, float]] = field(default_factory=dict)
+    cited_source: str = ""
+    #: Other published figures on this set, as ``{source: (|tau|, |rho|)}`` lines under the table.
+    published: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def truth(self) -> list[float]:
@@ -81,6 +91,25 @@ class Benchmark:
         return self.space_of(i).build(self.archs[i], seed=seed, device=device)
 
 
+@dataclass(frozen=True)
+class BenchmarkFormat:
+    """A benchmark file format: ``detect(raw)`` says whether parsed JSON is one, ``load(raw, path,
+    metric=, space=, count=)`` reads it."""
+
+    name: str
+    detect: Callable[[Any], bool]
+    load: Callable[..., Benchmark]
+
+
+#: Registered formats, tried in order (see :func:`register_benchmark_format`).
+FORMATS: list[BenchmarkFormat] = []
+
+
+def register_benchmark_format(name: str, detect: Callable[[Any], bool], load: Callable[..., Benchmark]) -> None:
+    """Teach :func:`load_benchmark` a new file format (tried before the built-in ones)."""
+    FORMATS.insert(0, BenchmarkFormat(name, detect, load))
+
+
 def load_benchmark(
     path: str | Path,
     *,
@@ -88,15 +117,15 @@ def load_benchmark(
     space: SearchSpace | None = None,
     count: str | None = None,
 ) -> Benchmark:
-    """Read a trained benchmark, by bundled name or path.
+    """Read a trained benchmark, by bundled name or path, with the loader of its format.
 
     Formats: NAS-Bench-BERT's ``BERT_benchmark.json`` (a list of entries, scored by ``glue`` by
     default); LiteTransformerSearch's ``models.json`` (``{"models": [{"id", "config", "valid_ppl",
     "params"}]}``, scored by ``valid_ppl``, lower is better); optuna-wpca's own format
     (``{"entries": [{"id", "space", "params", "scores"}], "default_metric": ...}``, as
-    ``benchmarks/own_bench.py`` writes it). ``count`` sets the parameter-count convention of the
-    public benchmarks' spaces (default: the space's own, ``"all"`` for NAS-Bench-BERT and
-    ``"non_embedding"`` for the decoders).
+    ``benchmarks/own_bench.py`` writes it); any registered with :func:`register_benchmark_format`.
+    ``count`` sets the parameter-count convention of the public benchmarks' spaces (default: the
+    space's own, ``"all"`` for NAS-Bench-BERT and ``"non_embedding"`` for the decoders).
 
     Example:
         >>> bench = load_benchmark("lts-gpt2-wt103")
@@ -111,17 +140,39 @@ def load_benchmark(
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
-    if isinstance(raw, dict) and "entries" in raw:
-        return _load_own_benchmark(raw, path, metric)
-    if isinstance(raw, dict) and "models" in raw:
-        decoder = space if isinstance(space, DecoderSpace) else DecoderSpace.lts_gpt2(
-            **({"count": count} if count else {}))
-        return _load_lts_benchmark(raw, path, metric, decoder)
+    for fmt in FORMATS:
+        if fmt.detect(raw):
+            return fmt.load(raw, path, metric=metric, space=space, count=count)
+    raise ValueError(f"benchmark file {str(path)!r} is in no known format ({', '.join(f.name for f in FORMATS)}): "
+                     "expected a list of entries, or an object with 'models' or 'entries'")
+
+
+#: Table 1 of the W-PCA paper (Kendall tau, Spearman rho on NAS-Bench-BERT), printed beside ours.
+PAPER_TABLE1: dict[str, tuple[float, float]] = {
+    "wpca": (0.526, 0.698),
+    "vpca": (0.466, 0.677),
+    "head_confidence": (0.306, 0.364),
+    "synaptic_saliency": (0.130, 0.185),
+    "jacobian_cosine": (0.116, 0.149),
+    "activation_distance": (0.081, 0.123),
+    "head_importance": (0.048, 0.170),
+    "synaptic_diversity": (0.021, 0.174),
+}
+PAPER_SOURCE = "W-PCA, arXiv 2504.15983, Table 1"
+
+#: Published figures on the bundled LTS set (|Kendall tau|, |Spearman rho| against perplexity).
+LTS_REFERENCES = {
+    "LPZero (arXiv 2410.04808, published score file)": (0.886, 0.980),
+}
+
+
+def _load_nas_bench_bert(raw: list, path: Path, *, metric: str | None, space: SearchSpace | None,
+                         count: str | None) -> Benchmark:
     if space is None or not isinstance(space, FlexiBERTSpace):
         space = FlexiBERTSpace(**({"count": count} if count else {}))
     metric = metric or "glue"
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"benchmark file {str(path)!r} holds no list of entries (nor a 'models' or 'entries' key)")
+    if not raw:
+        raise ValueError(f"benchmark file {str(path)!r} holds no entries")
     archs, scores, ids = [], [], []
     for entry in raw:
         if not isinstance(entry, dict) or metric not in entry.get("scores", {}):
@@ -130,10 +181,13 @@ def load_benchmark(
         archs.append(space.from_benchmark_entry(entry))
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))
-    return Benchmark(archs, scores, ids, space, str(path), metric)
+    return Benchmark(archs, scores, ids, space, str(path), metric, cited=dict(PAPER_TABLE1), cited_source=PAPER_SOURCE)
 
 
-def _load_lts_benchmark(raw: dict[str, Any], path: Path, metric: str | None, space: DecoderSpace) -> Benchmark:
+def _load_lts_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, space: SearchSpace | None,
+                        count: str | None) -> Benchmark:
+    if not isinstance(space, DecoderSpace):
+        space = DecoderSpace.lts_gpt2(**({"count": count} if count else {}))
     metric = metric or "valid_ppl"
     if metric not in LTS_METRICS:
         raise ValueError(f"a LiteTransformerSearch benchmark is scored by {' or '.join(LTS_METRICS)}, not {metric!r}")
@@ -154,10 +208,13 @@ def _load_lts_benchmark(raw: dict[str, Any], path: Path, metric: str | None, spa
             raise ValueError(f"benchmark entry {name!r} does not build: {err}") from None
         scores.append(float(score))
         ids.append(name)
-    return Benchmark(archs, scores, ids, space, str(path), metric, lower_is_better=True)
+    bundled = path.resolve() == benchmark_path("lts-gpt2-wt103").resolve()
+    return Benchmark(archs, scores, ids, space, str(path), metric, lower_is_better=True,
+                     published=dict(LTS_REFERENCES) if bundled else {})
 
 
-def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> Benchmark:
+def _load_own_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, space: SearchSpace | None = None,
+                        count: str | None = None) -> Benchmark:
     metric = metric or raw.get("default_metric")
     entries = [e for e in raw["entries"] if isinstance(e, dict) and metric in e.get("scores", {})]
     if not metric or len(entries) < 2:
@@ -181,11 +238,9 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, metric: str | None) -> 
                      buckets=buckets if all(b is not None for b in buckets) else [])
 
 
-def is_nas_bench_bert(benchmark: Benchmark) -> bool:
-    """Whether ``benchmark`` was read from a NAS-Bench-BERT file."""
-    return Path(benchmark.path).name == "BERT_benchmark.json"
-
-
-def is_lts_bundled(benchmark: Benchmark) -> bool:
-    """Whether ``benchmark`` is the bundled LiteTransformerSearch set (published figures exist for it)."""
-    return Path(benchmark.path).resolve() == benchmark_path("lts-gpt2-wt103").resolve()
+FORMATS.extend([
+    BenchmarkFormat("optuna-wpca", lambda raw: isinstance(raw, dict) and "entries" in raw, _load_own_benchmark),
+    BenchmarkFormat("LiteTransformerSearch", lambda raw: isinstance(raw, dict) and "models" in raw,
+                    _load_lts_benchmark),
+    BenchmarkFormat("NAS-Bench-BERT", lambda raw: isinstance(raw, list), _load_nas_bench_bert),
+])

@@ -17,7 +17,6 @@ from optuna_wpca.ranking._benchmark import Benchmark
 from optuna_wpca.ranking._budget_pick import DEFAULT_PERCENTILES, bootstrap_picks, budget_pick, budget_pick_within
 from optuna_wpca.ranking._checkpoint import entry_key, read_checkpoint
 from optuna_wpca.ranking._correlation import correlations, within_bucket, within_depth
-from optuna_wpca.ranking._report import PAPER_SOURCE, PAPER_TABLE1
 
 #: Always reported next to the proxies asked for: a proxy is only useful where it beats them.
 TRIVIAL_BASELINES = ("num_layers", "params")
@@ -41,6 +40,9 @@ class ProxyRanking:
     by_bucket: dict[str, Any] | None = None
     #: The pick under a budget (``budget_pick``), with ``within_depth`` and ``bootstrap`` where computed.
     budget: dict[str, Any] | None = None
+    #: The published (tau, rho) of this proxy on the benchmark, and their source, where there are some.
+    cited: tuple[float, float] | None = None
+    cited_source: str = ""
 
     @property
     def seconds_per_1000(self) -> float:
@@ -64,9 +66,9 @@ class ProxyRanking:
             out["within_bucket"] = self.by_bucket
         if self.budget:
             out["budget_pick"] = self.budget
-        if self.name in PAPER_TABLE1:
-            tau, rho = PAPER_TABLE1[self.name]
-            out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": PAPER_SOURCE}
+        if self.cited is not None:
+            tau, rho = self.cited
+            out["paper"] = {"kendall_tau": tau, "spearman_rho": rho, "source": self.cited_source}
         return out
 
 
@@ -120,7 +122,8 @@ def rank_proxies(
     # What is scored: combinations are made of their parts' values.
     names = list(dict.fromkeys(p for name in requested for p in (get_proxy(name).parts or (name,))))
     check_proxy_options(options or {})
-    results = {name: ProxyRanking(name, get_proxy(name).needs_grad) for name in names}
+    results = {name: ProxyRanking(name, get_proxy(name).needs_grad, cited=benchmark.cited.get(name),
+                                  cited_source=benchmark.cited_source) for name in names}
     batch = (batch or text_batch(batch_size=128, seq_len=128)).to(device)  # the published tables' minibatch
     n = len(benchmark.archs) if limit is None else min(limit, len(benchmark.archs))
     if n < 2:
@@ -197,7 +200,7 @@ def _with_combinations(scored: dict[str, ProxyRanking], requested: list[str], si
         rng = np.random.default_rng(seed)
         chosen = rng.choice(n, size=min(size, n), replace=False)
         reference = ReferenceSample({p: [scored[p].values[i] for i in chosen] for p in spec.parts}, seed)
-        r = ProxyRanking(name, spec.needs_grad)
+        r = ProxyRanking(name, spec.needs_grad)  # (no published figures for a combination of ours)
         r.values = [combine(spec.parts, {p: scored[p].values[i] for p in spec.parts}, reference)[0]
                     for i in range(n)]
         r.seconds = sum(scored[p].seconds for p in spec.parts)

@@ -4,36 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from optuna_wpca.ranking._benchmark import Benchmark, is_lts_bundled, is_nas_bench_bert
+from optuna_wpca.ranking._benchmark import Benchmark
 
 if TYPE_CHECKING:
     from optuna_wpca.ranking._rank import ProxyRanking
 
-#: Table 1 of the W-PCA paper (Kendall tau, Spearman rho on NAS-Bench-BERT), printed beside ours.
-PAPER_TABLE1: dict[str, tuple[float, float]] = {
-    "wpca": (0.526, 0.698),
-    "vpca": (0.466, 0.677),
-    "head_confidence": (0.306, 0.364),
-    "synaptic_saliency": (0.130, 0.185),
-    "jacobian_cosine": (0.116, 0.149),
-    "activation_distance": (0.081, 0.123),
-    "head_importance": (0.048, 0.170),
-    "synaptic_diversity": (0.021, 0.174),
-}
-
-
-PAPER_SOURCE = "W-PCA, arXiv 2504.15983, Table 1"
-
-
-#: Published figures on the LTS set, printed beside ours (|Kendall tau|, |Spearman rho| against perplexity).
-LTS_REFERENCES = {
-    "LPZero (arXiv 2410.04808, published score file)": (0.886, 0.980),
-}
-
 
 def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None = None) -> str:
-    """The rank table; the W-PCA paper's Table 1 columns appear for NAS-Bench-BERT only."""
-    paper = benchmark is None or is_nas_bench_bert(benchmark)
+    """The rank table, with the published correlations the benchmark carries beside ours."""
+    cited = benchmark.cited if benchmark is not None else {}
+    paper = bool(cited)
     depth = any(r.by_depth and r.by_depth["mean"] for r in results.values())
     header = f"{'proxy':<22}{'grad':>5}{'s/1000':>10}{'tau':>8}{'rho':>8}"
     size = any(r.by_bucket and r.by_bucket["mean"] for r in results.values())
@@ -42,8 +22,8 @@ def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None =
     header += f"{'paper tau':>11}{'paper rho':>11}" if paper else ""
     lines = [header, "-" * len(header)]
     for r in results.values():
-        tau, rho = PAPER_TABLE1.get(r.name, (float("nan"), float("nan")))
-        cited = f"{tau:>11.3f}{rho:>11.3f}" if r.name in PAPER_TABLE1 else f"{'-':>11}{'-':>11}"
+        tau, rho = cited.get(r.name, (float("nan"), float("nan")))
+        column = f"{tau:>11.3f}{rho:>11.3f}" if r.name in cited else f"{'-':>11}{'-':>11}"
         within = ""
         if depth:
             mean = (r.by_depth or {}).get("mean") or {"kendall_tau": float("nan"), "spearman_rho": float("nan")}
@@ -53,7 +33,7 @@ def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None =
             within += f"{mean['kendall_tau']:>10.3f}{mean['spearman_rho']:>10.3f}"
         lines.append(
             f"{r.name:<22}{'yes' if r.needs_grad else 'no':>5}{r.seconds_per_1000:>10.1f}"
-            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{cited if paper else ''}"
+            f"{r.kendall_tau:>8.3f}{r.spearman_rho:>8.3f}{within}{column if paper else ''}"
             + (f"  (computed with {r.shared_with})" if r.shared_with else "")
         )
     if benchmark is not None:
@@ -64,10 +44,9 @@ def format_table(results: dict[str, ProxyRanking], benchmark: Benchmark | None =
     if size:
         lines.append("size tau/rho: the same within each parameter-size bucket of the file")
     if paper:
-        lines.append(f"paper columns: {PAPER_SOURCE} (NAS-Bench-BERT)")
-    elif benchmark is not None and is_lts_bundled(benchmark):
-        for source, (tau, rho) in LTS_REFERENCES.items():
-            lines.append(f"published on these 200 models: {source}: |tau| {tau:.3f}, |rho| {rho:.3f}")
+        lines.append(f"paper columns: {benchmark.cited_source}")
+    for source, (tau, rho) in (benchmark.published if benchmark is not None else {}).items():
+        lines.append(f"published on this set: {source}: |tau| {tau:.3f}, |rho| {rho:.3f}")
     return "\n".join(lines)
 
 
