@@ -110,6 +110,7 @@ class ZeroCostObjective:
         seed: int = 0,
         max_params: float | None = None,
         min_params: float | None = None,
+        budget: Budget | None = None,
         artifact_store: Any = None,
         reference_size: int = DEFAULT_REFERENCE_SIZE,
         reference_seed: int = 0,
@@ -121,7 +122,9 @@ class ZeroCostObjective:
         self.proxies = tuple(proxies) if proxies else (proxy,)
         for name in self.proxies:
             get_proxy(name)  # fails early on an unknown name
-        self._budget = Budget(max_params, min_params).check(space)
+        if budget is not None and (max_params is not None or min_params is not None):
+            raise ValueError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
+        self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         check_proxy_options(proxy_options, self.proxies)
         self._parts = tuple(dict.fromkeys(p for name in self.proxies for p in get_proxy(name).parts))
         if self._parts and (isinstance(reference_size, bool) or not isinstance(reference_size, int)

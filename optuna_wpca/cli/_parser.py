@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from optuna_wpca._presets import PRESETS
 from optuna_wpca.cli._distill import run_distill
@@ -24,6 +25,17 @@ def _add_batch_options(p: argparse.ArgumentParser, batch_size: int) -> None:
     g.add_argument("--batch-seed", type=int, default=0, help="seed of the window positions (default 0)")
 
 
+DEFAULT_STORAGE = "sqlite:///optuna_wpca.db"
+DEFAULT_STUDY = "optuna-wpca"
+
+
+def _add_study_options(p: argparse.ArgumentParser, study_help: str = "study name") -> None:
+    """``--storage`` and ``--study-name``, the same for every command that opens a study."""
+    p.add_argument("--storage", default=DEFAULT_STORAGE,
+                   help=f"Optuna storage URL (default {DEFAULT_STORAGE}; journal://FILE for a journal)")
+    p.add_argument("--study-name", default=DEFAULT_STUDY, help=f"{study_help} (default {DEFAULT_STUDY})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand; each sets ``func`` to the function that runs it."""
     parser = argparse.ArgumentParser(
@@ -31,7 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Training-free search for compact language models with W-PCA, as an Optuna plugin.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_rank, _add_search, _add_show, _add_refine, _add_distill, _add_calibrate, _add_export):
+        add(sub)
+    return parser
 
+
+def _add_rank(sub: Any) -> None:
     rank = sub.add_parser(
         "rank",
         help="correlate zero-cost proxies with a trained benchmark (NAS-Bench-BERT, LTS GPT-2 decoders, own)",
@@ -87,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_batch_options(rank, 128)  # the published rank tables' 128 x 128
     rank.set_defaults(func=run_rank)
 
+
+def _add_search(sub: Any) -> None:
     search = sub.add_parser(
         "search",
         help="zero-cost architecture search with the paper's GA, stored in an Optuna study",
@@ -119,9 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a latency model from calibrate-latency, for --proxy predicted_latency (latency "
                         "predicted from operation counts: a Pareto front that does not move with the machine's load)")
     search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
-    search.add_argument("--storage", default="sqlite:///optuna_wpca.db",
-                        help="Optuna storage URL (default sqlite:///optuna_wpca.db; journal://FILE for a journal)")
-    search.add_argument("--study-name", default="optuna-wpca", help="study name (resumed if it exists)")
+    _add_study_options(search, "study name (resumed if it exists)")
     search.add_argument("--n-trials", type=int, default=None,
                         help="finished trials the study should reach: a rerun after a stop finishes the search "
                         "(default population x generations = 2000)")
@@ -147,20 +164,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_batch_options(search, DEFAULT_BATCH_SIZE)
     search.set_defaults(func=run_search)
 
+
+def _add_show(sub: Any) -> None:
     show = sub.add_parser("show", help="print the best trials of a study with their per-layer choices")
-    show.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
-    show.add_argument("--study-name", default="optuna-wpca", help="study name")
+    _add_study_options(show)
     show.add_argument("--top", type=int, default=5, help="trials to print (default 5)")
     show.set_defaults(func=run_show)
 
+
+def _add_refine(sub: Any) -> None:
     refine = sub.add_parser(
         "refine", help="ELM's refinement of a trial: fewer heads (CKA), FFN widths moved to the PCA dims; "
         "scored as a new trial of the same study",
         description="Refine a completed trial (CKA-guided head reduction on an ELM space, PCA-guided FFN widths), "
         "enqueue the result in the same study with the user attribute refined_from, and score it with the "
-        "study's proxies and minibatch shape (bundled text).")
-    refine.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
-    refine.add_argument("--study-name", default="optuna-wpca", help="the zero-cost study")
+        "study's proxies, on its own minibatch (cut again from its recorded corpus), initialisation seed and eta.")
+    _add_study_options(refine, "the zero-cost study")
     refine.add_argument("--trial", type=int, default=None, help="trial to refine (default: the best feasible one)")
     refine.add_argument("--cka-threshold", type=float, default=0.9,
                         help="drop a head whose CKA with a kept head exceeds this (default 0.9)")
@@ -169,13 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     refine.add_argument("--device", default="cpu", help="torch device (default cpu)")
     refine.set_defaults(func=run_refine)
 
+
+def _add_distill(sub: Any) -> None:
     distill = sub.add_parser(
         "distill", help="train the top-k trials of a study by knowledge distillation (a second study, <name>-kd)",
         description="Fine-tune the teacher on the task (unless --teacher-steps 0), then train each of the k best "
         "zero-cost architectures by KD as a trial of '<study>-kd' in the same storage; the dev metric is reported "
         "at every evaluation so the chosen pruner can stop weak runs.")
-    distill.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
-    distill.add_argument("--study-name", default="optuna-wpca", help="the zero-cost study")
+    _add_study_options(distill, "the zero-cost study")
     distill.add_argument("--k", type=int, default=3, help="architectures to train (default 3)")
     distill.add_argument("--task", default="rt-sentiment", help="bundled task: rt-sentiment or snli")
     distill.add_argument("--train-examples", type=int, default=None, help="use only the first N training examples")
@@ -202,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--quiet", action="store_true", help="no progress bars")
     distill.set_defaults(func=run_distill)
 
+
+def _add_calibrate(sub: Any) -> None:
     calibrate = sub.add_parser(
         "calibrate-latency", help="time a sample of a space once and fit per-operation costs (predicted_latency)",
         description="Time --n random architectures of the space (run it on an idle machine), fit milliseconds per "
@@ -218,9 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--device", default="cpu", help="torch device (default cpu)")
     calibrate.set_defaults(func=run_calibrate_latency)
 
+
+def _add_export(sub: Any) -> None:
     export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")
-    export.add_argument("--storage", default="sqlite:///optuna_wpca.db", help="Optuna storage URL")
-    export.add_argument("--study-name", default="optuna-wpca", help="study name")
+    _add_study_options(export)
     export.add_argument("--trial", type=int, default=None, help="trial number (default: the best feasible trial)")
     export.add_argument("--seed", type=int, default=0, help="initialisation seed of the exported model (default 0)")
     export.add_argument("--out", required=True, help="output directory (config.json, model.safetensors, the "
@@ -229,4 +252,3 @@ def build_parser() -> argparse.ArgumentParser:
                         "a distilled student was trained with, else the bundled uncased BERT WordPiece)")
     export.add_argument("--overwrite", action="store_true", help="replace the files of a non-empty --out")
     export.set_defaults(func=run_export)
-    return parser

@@ -63,7 +63,7 @@ def run_search(args: argparse.Namespace) -> int:
     space, budget = _search_from_args(args)
     sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
     sampler = WPCASampler(
-        space, max_params=budget.max_params, min_params=budget.min_params, population_size=args.population_size,
+        space, budget=budget, population_size=args.population_size,
         n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
         seed=sampler_seed,
     )

@@ -146,17 +146,13 @@ def rank_proxies(
         log = open(checkpoint, "a")
         if not done and Path(checkpoint).stat().st_size == 0:
             log.write(json.dumps({"settings": settings}) + "\n")
+    entries: list[dict[str, Any]] = []
     try:
         for i in range(n):
             if shard is not None and keys[i] not in done and i % shard[1] != shard[0]:
-                continue
+                continue  # another shard's entry
             entry = done.get(keys[i]) or _score_entry(how, i)
-            for name in names:
-                value, seconds, source = entry[name]
-                results[name].values.append(value)
-                results[name].seconds += seconds
-                if source != name:
-                    results[name].shared_with = source
+            entries.append(entry)
             if log and keys[i] not in done:
                 log.write(json.dumps({"key": keys[i], "id": benchmark.ids[i], "scores": entry}) + "\n")
                 log.flush()
@@ -165,13 +161,18 @@ def rank_proxies(
     finally:
         if log:
             log.close()
-    if shard is not None:
+    if shard is not None:  # the table needs every shard's entries, in the file's order
         everything = read_checkpoint(checkpoint, settings, keys, benchmark.metric)
         if any(key not in everything for key in keys):
             return None
-        return rank_proxies(benchmark, proxies, batch=batch, limit=limit, seed=seed, device=device,
-                            options=options, share=share, checkpoint=checkpoint, reference_size=reference_size,
-                            reference_seed=reference_seed, percentiles=percentiles, resamples=resamples)
+        entries = [everything[key] for key in keys]
+    for entry in entries:
+        for name in names:
+            value, seconds, source = entry[name]
+            results[name].values.append(value)
+            results[name].seconds += seconds
+            if source != name:
+                results[name].shared_with = source
     results = _with_combinations(results, requested, reference_size, reference_seed)
     truth = benchmark.truth[:n]
     depths = [arch.num_layers for arch in benchmark.archs[:n]]

@@ -44,6 +44,7 @@ class WPCASampler(BaseGASampler):
         space: the search space (its distributions are the genome).
         max_params: parameter budget under ``space``'s counting convention; ``None`` for none.
         min_params: lower bound of a parameter band (LiteTransformerSearch: 5M-12M); ``None`` for none.
+        budget: both bounds as one :class:`~optuna_wpca.Budget` (instead of ``max_params``/``min_params``).
         population_size: individuals per generation (paper: 50).
         n_generations: generations of a full run (paper: 40); see :attr:`n_trials`.
         parent_pool: parents are drawn from this many best trials (paper: 10).
@@ -68,6 +69,7 @@ class WPCASampler(BaseGASampler):
         *,
         max_params: float | None = None,
         min_params: float | None = None,
+        budget: Budget | None = None,
         population_size: int = 50,
         n_generations: int = 40,
         parent_pool: int = 10,
@@ -92,7 +94,9 @@ class WPCASampler(BaseGASampler):
                         ("mutation_prob", mutation_prob)):
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1], got {p}")
-        self._budget = Budget(max_params, min_params).check(space)
+        if budget is not None and (max_params is not None or min_params is not None):
+            raise ValueError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
+        self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         super().__init__(population_size=population_size)
         self.space = space
         self.n_generations = n_generations
