@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import reliability  # noqa: E402
+from benchmarks import reliability  # noqa: E402
 
 
 def test_killed_worker_loses_nothing(postgres_url, tmp_path):

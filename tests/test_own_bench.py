@@ -3,15 +3,12 @@
 import json
 import os
 import socket
-import sys
 from collections import Counter
-from pathlib import Path
 
 import optuna
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import own_bench  # noqa: E402
+from benchmarks import own_bench  # noqa: E402
 
 from optuna_wpca.ranking import load_benchmark, rank_proxies  # noqa: E402
 from optuna_wpca import text_batch  # noqa: E402

@@ -1,13 +1,11 @@
 """benchmarks/own_bench_pairs.py: a proxy against the parameter count on the pairs they order differently."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import own_bench_pairs  # noqa: E402
+from benchmarks import own_bench_pairs  # noqa: E402
 
 
 def _entry(i: int, depth: int, blocks: list[str], params: int, truth: float, spread: float = 0.001) -> dict:

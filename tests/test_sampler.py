@@ -109,21 +109,6 @@ def test_seed_makes_the_search_deterministic():
     assert run(7) != run(8)
 
 
-def test_multi_objective_uses_nsga2_elites():
-    space = tiny_space()
-    sampler = WPCASampler(space, population_size=8, seed=0)
-    study = optuna.create_study(directions=["maximize", "minimize"], sampler=sampler)
-
-    def objective(trial):
-        arch = space.suggest(trial)
-        n = space.num_params(arch)
-        return float(n), float(sum(layer.block == "bert" for layer in arch.layers))
-
-    study.optimize(objective, n_trials=24)
-    assert len(sampler.get_parent_population(study, 1)) == 8
-    assert len(study.best_trials) >= 1
-
-
 WORKER = textwrap.dedent(
     """
     import sys, optuna
@@ -172,17 +157,6 @@ def test_two_processes_share_one_journal_study(tmp_path):
     assert sorted(numbers) == list(range(40))
     assert all(t.state == TrialState.COMPLETE for t in study.trials)
     assert max(t.system_attrs["WPCASampler:generation"] for t in study.trials) >= 2
-
-
-from optuna.testing.pytest_samplers import BasicSamplerTestCase  # noqa: E402
-
-
-class TestOptunaConformance(BasicSamplerTestCase):
-    """Optuna's ready-made sampler checks (parameters outside the space go to random sampling)."""
-
-    @pytest.fixture
-    def sampler(self):
-        return lambda: WPCASampler(tiny_space(), population_size=4, seed=0)
 
 
 def test_threads_with_n_jobs_share_the_generations():

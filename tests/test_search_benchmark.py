@@ -2,11 +2,9 @@
 
 import json
 import multiprocessing
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import search  # noqa: E402
+from benchmarks import search  # noqa: E402
 
 SETTINGS = {"batch": [16, 64], "evaluations": 1000, "population": 50, "budget_params": 15.7e6}
 

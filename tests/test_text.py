@@ -17,7 +17,7 @@ def test_default_batch_is_real_wordpiece_text():
     assert not torch.equal(batch.input_ids, text_batch(batch_size=4, seq_len=40, seed=4).input_ids)
 
 
-def test_default_batch_size_is_the_papers():
+def test_the_default_minibatch_is_16_by_128():
     assert text_batch().shape == (16, 128)  # the default chosen by benchmarks/batch_size.py's rule
 
 

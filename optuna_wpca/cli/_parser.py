@@ -204,9 +204,9 @@ def _add_distill(sub: Any) -> None:
     distill.add_argument("--teacher-steps", type=int, default=300, help="fine-tuning steps of the teacher first "
                          "(0: use it as it is)")
     distill.add_argument("--steps", type=int, default=1000, help="training steps per student (default 1000)")
-    distill.add_argument("--batch-size", type=int, default=32)
-    distill.add_argument("--max-seq-len", type=int, default=64)
-    distill.add_argument("--learning-rate", type=float, default=3e-4)
+    distill.add_argument("--batch-size", type=int, default=32, help="training examples per step (default 32)")
+    distill.add_argument("--max-seq-len", type=int, default=64, help="tokens per example, at most 512 (default 64)")
+    distill.add_argument("--learning-rate", type=float, default=3e-4, help="AdamW peak learning rate (default 3e-4)")
     distill.add_argument("--gamma", type=float, default=1.0, help="weight of the logit loss")
     distill.add_argument("--feature-loss", choices=("mse", "pkd"), default="mse",
                          help="loss on embeddings, attention and layer outputs: mse (the paper's) or pkd (ELM's "
@@ -214,11 +214,12 @@ def _add_distill(sub: Any) -> None:
     distill.add_argument("--logit-loss", choices=("soft_ce", "dist"), default="soft_ce",
                          help="loss on logits: soft_ce (the paper's) or dist (ELM's relational DIST)")
     distill.add_argument("--eval-every", type=int, default=100, help="steps between dev evaluations (and reports)")
-    distill.add_argument("--pruner", choices=("none", "median", "hyperband"), default="hyperband")
+    distill.add_argument("--pruner", choices=("none", "median", "hyperband"), default="hyperband",
+                         help="Optuna pruner that may stop a weak student early (default hyperband)")
     distill.add_argument("--checkpoint-dir", default=None, help="resumable checkpoints per KD trial")
     distill.add_argument("--save-dir", default=None, help="save each trained student here (from_pretrained)")
-    distill.add_argument("--seed", type=int, default=0)
-    distill.add_argument("--device", default="cpu")
+    distill.add_argument("--seed", type=int, default=0, help="seed of the students' initialisation and data order (default 0)")
+    distill.add_argument("--device", default="cpu", help="torch device (default cpu)")
     distill.add_argument("--quiet", action="store_true", help="no progress bars")
     distill.set_defaults(func=run_distill)
 
