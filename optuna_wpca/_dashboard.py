@@ -39,8 +39,9 @@ def _headline_value(label: str, value: float) -> str:
     return f"{label} {_short(value)}"
 
 
-def _value(value: float) -> str:
-    """A proxy value in full: whole or large ones with thousands separators, others to 4 digits."""
+def format_value(value: float) -> str:
+    """A proxy value in full: whole or large ones with thousands separators (a W-PCA score is a product of
+    counts), others to 4 significant digits; the dashboard's notes and the model card both write values so."""
     return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1e4 else f"{value:.4g}"
 
 
@@ -127,7 +128,7 @@ def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[st
     lines = [f"**{space.num_params(arch):,} parameters** ({space.count}), {arch.num_layers} layers, "
              f"hidden {arch.hidden_size}", ""]
     if values:
-        lines += ["| proxy | value |", "|---|---|"] + [f"| {k} | {_value(v)} |" for k, v in values.items()] + [""]
+        lines += ["| proxy | value |", "|---|---|"] + [f"| {k} | {format_value(v)} |" for k, v in values.items()] + [""]
     described = space.describe(arch)
     w = max(len(d) for d in described)
     table = [f"{'layer':>5}  {'choice':<{w}}  {'PCA dim':>7}"]

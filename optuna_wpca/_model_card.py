@@ -20,9 +20,7 @@ from typing import Any
 import optuna
 
 from optuna_wpca import _attributes as attr
-def _number(value: float) -> str:
-    """Whole or large values with thousands separators (a W-PCA score is a product of counts), others to 4 digits."""
-    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 1e4 else f"{value:.4g}"
+from optuna_wpca._dashboard import format_value
 
 
 def _scores(study: optuna.Study, trial: optuna.trial.FrozenTrial, record: Any) -> list[tuple[str, str, str]]:
@@ -31,7 +29,7 @@ def _scores(study: optuna.Study, trial: optuna.trial.FrozenTrial, record: Any) -
     from optuna_wpca.proxies import get_proxy
 
     if record is not None and record.task:  # a distillation trial: its value is the dev metric
-        return [(f"dev {trial.user_attrs.get(attr.METRIC, 'score')}", _number(trial.value),
+        return [(f"dev {trial.user_attrs.get(attr.METRIC, 'score')}", format_value(trial.value),
                  f"on {record.task} after knowledge distillation")]
     proxies = list(record.proxies) if record is not None and record.proxies else []
     rows = []
@@ -40,18 +38,18 @@ def _scores(study: optuna.Study, trial: optuna.trial.FrozenTrial, record: Any) -
         try:
             spec = get_proxy(name)
         except ValueError:
-            rows.append((name, _number(value), ""))
+            rows.append((name, format_value(value), ""))
             continue
         unit = f" {spec.unit}" if spec.unit else ""
         what = spec.description
         shape = trial.user_attrs.get(f"{name}.input")
         if shape:
             what += f"; measured on {shape[0]} x {shape[1]} tokens on {trial.user_attrs.get(f'{name}.device', 'cpu')}"
-        rows.append((name, _number(value) + unit, what))
+        rows.append((name, format_value(value) + unit, what))
         for part in spec.parts:
             if f"{name}.{part}" in trial.user_attrs:
                 z = trial.user_attrs.get(f"{name}.{part}.z")
-                rows.append((f"{name}: {part}", _number(trial.user_attrs[f"{name}.{part}"]),
+                rows.append((f"{name}: {part}", format_value(trial.user_attrs[f"{name}.{part}"]),
                              "part of the combination" + (f", {z:+.2f} sd from the reference sample's mean"
                                                           if isinstance(z, (int, float)) else "")))
     return rows
