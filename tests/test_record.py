@@ -91,3 +91,26 @@ def test_a_python_study_resumed_with_another_seed_or_eta_is_refused_and_in_memor
     with pytest.raises(ValueError, match="text given in Python"):
         refine(study, study.best_trial.number)
     refine(study, study.best_trial.number, batch=batch)  # the same batch, given back: works
+
+
+def test_export_defaults_to_the_initialisation_seed_the_study_scored_with(tmp_path):
+    import torch
+    from transformers import AutoModel
+
+    from optuna_wpca import WPCASpace
+
+    space = WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+    space_file = tmp_path / "space.json"
+    space_file.write_text(json.dumps(space.to_dict()))
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "e", "--n-trials", "3",
+                 "--population-size", "3", "--batch-size", "4", "--seq-len", "16", "--seed", "3", "--proxy", "wpca",
+                 "--quiet"]) == 0
+    assert main(["export", "--storage", url, "--study-name", "e", "--out", str(tmp_path / "out")]) == 0
+    meta = json.loads((tmp_path / "out" / "architecture.json").read_text())
+    assert meta["seed"] == 3 and "seed 3" in (tmp_path / "out" / "README.md").read_text()
+    scored = space.build(space.from_params(meta["params"]), seed=3)
+    exported = AutoModel.from_pretrained(tmp_path / "out")
+    ids = torch.tensor([[101, 2023, 2003, 102]])
+    with torch.no_grad():
+        assert torch.equal(exported(ids).last_hidden_state, scored(ids))

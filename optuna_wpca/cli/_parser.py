@@ -246,7 +246,9 @@ def _add_export(sub: Any) -> None:
     export = sub.add_parser("export", help="write a trial's architecture as a model directory (from_pretrained)")
     _add_study_options(export)
     export.add_argument("--trial", type=int, default=None, help="trial number (default: the best feasible trial)")
-    export.add_argument("--seed", type=int, default=0, help="initialisation seed of the exported model (default 0)")
+    export.add_argument("--seed", type=int, default=None, help="initialisation seed of the exported model (default: "
+                        "the one the study scored its candidates with, so the weights are those the proxy saw; 0 "
+                        "when the study records none)")
     export.add_argument("--out", required=True, help="output directory (config.json, model.safetensors, the "
                         "tokenizer files, README.md, architecture.json); it must be new or empty unless --overwrite")
     export.add_argument("--tokenizer", default=None, help="local tokenizer directory to include (default: the one "

@@ -246,6 +246,11 @@ def run_export(args: argparse.Namespace) -> int:
     if out.is_dir() and any(out.iterdir()) and not args.overwrite:
         raise CLIError(f"{str(out)!r} exists and is not an empty directory; pass --overwrite to replace its files")
     arch = space.from_params({k: v for k, v in trial.params.items() if k in space.distributions()})
+    if args.seed is None:  # the weights the proxy scored
+        from optuna_wpca._record import read_search
+
+        recorded = read_search(study).init_seed
+        args.seed = recorded if recorded is not None else 0
     trained = trial.user_attrs.get(attr.SAVED_TO)
     if trained and not Path(trained).is_dir():
         raise CLIError(f"trial {trial.number} was saved to {trained!r}, which no longer exists")
