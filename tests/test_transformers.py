@@ -95,3 +95,30 @@ def test_registration_does_not_import_transformers_and_works_in_either_order(ord
     assert name == "WPCATransformersConfig"
     if order == "optuna_wpca first":
         assert light == "True"  # import optuna_wpca alone leaves transformers' models unloaded
+
+
+def test_a_candidate_class_of_ones_own_is_wrapped_and_registered_like_the_built_in_ones(tmp_path):
+    """One hierarchy: a new candidate class needs no transformers code of its own; its config, AutoModel and
+    AutoModelForSequenceClassification classes are made from the generic ones when it is defined."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+
+    from optuna_wpca import WPCASpace
+    from optuna_wpca.models import CandidateModel, WPCAModel
+
+    class WideWPCAModel(WPCAModel):
+        model_type = "optuna_wpca_test_wide"
+
+    try:
+        space = WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+        model = WideWPCAModel(space.model_config(space.sample(0)))
+        model.save_pretrained(tmp_path)
+        assert type(AutoConfig.from_pretrained(tmp_path)).__name__ == "WideWPCATransformersConfig"
+        hf = AutoModel.from_pretrained(tmp_path).eval()
+        ids = torch.tensor([[101, 2023, 102]])
+        with torch.no_grad():
+            assert torch.equal(hf(ids).last_hidden_state, model.eval()(ids))
+        head = AutoModelForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
+        assert type(head).__name__ == "WideWPCAForSequenceClassification" and head(ids).logits.shape == (1, 3)
+    finally:
+        del CandidateModel._registry["optuna_wpca_test_wide"]

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from optuna_wpca.models import CandidateModel
-from optuna_wpca.models._decoder_model import DecoderModel
+from optuna_wpca.models._head import ClassificationHead
 
 #: transformers model types whose layers look like BERT's (embeddings, attention output, layer output).
 BERT_FAMILY = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
@@ -58,7 +58,7 @@ def teacher_encoder(teacher: nn.Module) -> nn.Module:
     return getattr(teacher, teacher.base_model_prefix, teacher)
 
 
-class StudentClassifier(nn.Module):
+class StudentClassifier(ClassificationHead, nn.Module):
     """A candidate encoder with BERT's pooler (first token, dense, tanh) and a linear classifier.
 
     Saved, it is a transformers directory: after ``import optuna_wpca``,
@@ -69,25 +69,18 @@ class StudentClassifier(nn.Module):
     def __init__(self, encoder: CandidateModel, num_labels: int, dropout: float = 0.1, seed: int | None = 0,
                  labels: Sequence[str] | None = None) -> None:
         super().__init__()
-        if isinstance(encoder, DecoderModel):
-            raise ValueError("task distillation needs an encoder student; DecoderModel is causal")
+        if not encoder.classifiable:
+            raise ValueError(f"task distillation needs an encoder student; {type(encoder).__name__} is causal")
         if labels is not None and len(labels) != num_labels:
             raise ValueError(f"{len(labels)} label names for {num_labels} labels")
         self.encoder = encoder
-        h = encoder.config.hidden_size
-        self.pooler = nn.Linear(h, h)
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(h, num_labels)
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.add_head(encoder.config.hidden_size, num_labels, dropout, generator=generator)
         self.num_labels = num_labels
         self.labels = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
-        generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        for m in (self.pooler, self.classifier):
-            nn.init.normal_(m.weight, std=0.02, generator=generator)
-            nn.init.zeros_(m.bias)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
-        hidden = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, 0]))))
+        return self.head_logits(self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids))
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """``config.json`` (the encoder's config, the labels, ``architectures``) and one
@@ -100,7 +93,7 @@ class StudentClassifier(nn.Module):
         self.encoder.save_pretrained(path)
         config = json.loads((path / CONFIG_NAME).read_text())
         config.update({
-            "architectures": [_CLASSIFIER_NAMES[self.encoder.model_type]],
+            "architectures": [self.encoder.transformers_names()["classifier"]],
             "id2label": {str(i): name for i, name in enumerate(self.labels)},
             "label2id": {name: i for i, name in enumerate(self.labels)},
         })
@@ -136,11 +129,6 @@ class StudentClassifier(nn.Module):
         model.pooler.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("pooler.")})
         model.classifier.load_state_dict({k[11:]: v for k, v in state.items() if k.startswith("classifier.")})
         return model.to(device).eval()
-
-
-#: The transformers class of each encoder's classifier (see ``optuna_wpca.models._transformers``).
-_CLASSIFIER_NAMES = {"optuna_wpca_wpca": "WPCAForSequenceClassification",
-                     "optuna_wpca_flexibert": "FlexiBERTForSequenceClassification"}
 
 
 class Recorder:

@@ -15,9 +15,12 @@ from typing import Any
 
 
 def _register() -> None:
-    # Importing the module registers its classes; when it is the module being imported (it imports
-    # transformers first), it registers them itself once its classes exist.
-    importlib.import_module("optuna_wpca.models._transformers")
+    # Importing the module registers every candidate class known then; a candidate class defined
+    # later is registered by the call below (the module's import is a no-op the second time). While
+    # the module is itself being imported (it imports transformers first), it registers at its end.
+    register = getattr(importlib.import_module("optuna_wpca.models._transformers"), "register_auto_classes", None)
+    if register is not None:
+        register()
 
 
 class _AfterTransformersImport(importlib.abc.MetaPathFinder):

@@ -108,12 +108,25 @@ class CandidateModel(nn.Module):
 
     config_class: ClassVar[type]
     model_type: ClassVar[str]
+    #: Whether a sequence-classification head can sit on it (an encoder; a causal decoder cannot).
+    classifiable: ClassVar[bool] = True
     _registry: ClassVar[dict[str, type["CandidateModel"]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if getattr(cls, "model_type", None):
             CandidateModel._registry[cls.model_type] = cls
+            from optuna_wpca.models._auto import register_when_transformers_loads
+
+            register_when_transformers_loads()  # its transformers classes, now or once transformers loads
+
+    @classmethod
+    def transformers_names(cls) -> dict[str, str]:
+        """The names of its transformers classes (``WPCAModel``: ``WPCATransformersConfig``,
+        ``WPCATransformersModel``, ``WPCAForSequenceClassification``), as ``config.json`` lists them."""
+        prefix = cls.__name__.removesuffix("Model")
+        return {"config": f"{prefix}TransformersConfig", "model": f"{prefix}TransformersModel",
+                "classifier": f"{prefix}ForSequenceClassification"}
 
     config: Any
     embeddings: nn.Module

@@ -93,6 +93,7 @@ class DecoderModel(CandidateModel):
 
     config_class = DecoderConfig
     model_type = "optuna_wpca_decoder"
+    classifiable = False
 
     def __init__(self, config: DecoderConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()

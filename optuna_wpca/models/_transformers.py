@@ -34,9 +34,7 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
 
 from optuna_wpca.models._base import CandidateModel
-from optuna_wpca.models._decoder_model import DecoderModel
-from optuna_wpca.models._flexibert_model import FlexiBERTModel
-from optuna_wpca.models._wpca_model import WPCAModel
+from optuna_wpca.models._head import ClassificationHead, init_head_module
 
 
 class CandidateConfig(PreTrainedConfig):
@@ -59,27 +57,6 @@ class CandidateConfig(PreTrainedConfig):
         """The candidate's own config dataclass."""
         fields = {n: getattr(self, n) for n in self._candidate_fields() if hasattr(self, n)}
         return self.candidate_class.config_class.from_dict(fields)
-
-
-class WPCATransformersConfig(CandidateConfig):
-    """transformers config of a :class:`~optuna_wpca.models.WPCAModel` (BERT / MobileBERT blocks)."""
-
-    model_type = WPCAModel.model_type
-    candidate_class = WPCAModel
-
-
-class FlexiBERTTransformersConfig(CandidateConfig):
-    """transformers config of a :class:`~optuna_wpca.models.FlexiBERTModel`."""
-
-    model_type = FlexiBERTModel.model_type
-    candidate_class = FlexiBERTModel
-
-
-class DecoderTransformersConfig(CandidateConfig):
-    """transformers config of a :class:`~optuna_wpca.models.DecoderModel` (GPT-2 style)."""
-
-    model_type = DecoderModel.model_type
-    candidate_class = DecoderModel
 
 
 class CandidateTransformersModel(PreTrainedModel):
@@ -115,10 +92,10 @@ class CandidateTransformersModel(PreTrainedModel):
         return BaseModelOutput(last_hidden_state=self._candidate(input_ids, attention_mask, token_type_ids))
 
 
-class CandidateForSequenceClassification(PreTrainedModel):
-    """``AutoModelForSequenceClassification``: the candidate encoder with the task head of
-    :class:`~optuna_wpca.distill.StudentClassifier` (first token, dense, tanh, linear), same
-    parameter names, and ``SequenceClassifierOutput`` (with the loss when ``labels`` are given)."""
+class CandidateForSequenceClassification(ClassificationHead, PreTrainedModel):
+    """``AutoModelForSequenceClassification``: the candidate encoder with the one task head
+    (:class:`~optuna_wpca.models._head.ClassificationHead`, as the distilled student has it), and
+    ``SequenceClassifierOutput`` (with the loss when ``labels`` are given)."""
 
     config_class = CandidateConfig
     base_model_prefix = "encoder"
@@ -128,16 +105,13 @@ class CandidateForSequenceClassification(PreTrainedModel):
     def __init__(self, config: CandidateConfig) -> None:
         super().__init__(config)
         self.encoder = self.model_class(config)
-        h = config.candidate_config().hidden_size
-        self.pooler = nn.Linear(h, h)
-        self.dropout = nn.Dropout(0.1)
-        self.classifier = nn.Linear(h, config.num_labels)
+        # transformers initialises what a checkpoint does not hold, through _init_weights
+        self.add_head(config.candidate_config().hidden_size, config.num_labels, init=False)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
-        if module is self.pooler or module is self.classifier:  # a new head, as StudentClassifier's
-            nn.init.normal_(module.weight, std=0.02)
-            nn.init.zeros_(module.bias)
+        if module is self.pooler or module is self.classifier:  # a new head
+            init_head_module(module)
 
     def forward(
         self,
@@ -149,7 +123,7 @@ class CandidateForSequenceClassification(PreTrainedModel):
     ) -> SequenceClassifierOutput:
         """Logits of shape (batch, num_labels); the cross-entropy (MSE for one label) with ``labels``."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
-        logits = self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, 0]))))
+        logits = self.head_logits(hidden)
         loss = None
         if labels is not None:
             if self.config.num_labels == 1:
@@ -159,45 +133,37 @@ class CandidateForSequenceClassification(PreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
-class WPCATransformersModel(CandidateTransformersModel):
-    """``AutoModel`` class of a saved :class:`~optuna_wpca.models.WPCAModel`."""
-
-    config_class = WPCATransformersConfig
+#: The transformers classes made for each candidate class, by its model_type.
+_CLASSES: dict[str, tuple[type, type, type | None]] = {}
 
 
-class FlexiBERTTransformersModel(CandidateTransformersModel):
-    """``AutoModel`` class of a saved :class:`~optuna_wpca.models.FlexiBERTModel`."""
-
-    config_class = FlexiBERTTransformersConfig
-
-
-class DecoderTransformersModel(CandidateTransformersModel):
-    """``AutoModel`` class of a saved :class:`~optuna_wpca.models.DecoderModel`."""
-
-    config_class = DecoderTransformersConfig
-
-
-class WPCAForSequenceClassification(CandidateForSequenceClassification):
-    """``AutoModelForSequenceClassification`` class of a W-PCA student."""
-
-    config_class = WPCATransformersConfig
-    model_class = WPCATransformersModel
-
-
-class FlexiBERTForSequenceClassification(CandidateForSequenceClassification):
-    """``AutoModelForSequenceClassification`` class of a FlexiBERT student."""
-
-    config_class = FlexiBERTTransformersConfig
-    model_class = FlexiBERTTransformersModel
+def transformers_classes(candidate_class: type[CandidateModel]) -> tuple[type, type, type | None]:
+    """The config, ``AutoModel`` and (encoders) ``AutoModelForSequenceClassification`` classes of a
+    candidate class, made once from the generic ones above and named as ``transformers_names()`` says,
+    so that every candidate class, built in or a user's, is wrapped the same way."""
+    made = _CLASSES.get(candidate_class.model_type)
+    if made is not None and made[0].candidate_class is candidate_class:
+        return made
+    names = candidate_class.transformers_names()
+    module = {"__module__": __name__}
+    config = type(names["config"], (CandidateConfig,), {
+        **module, "model_type": candidate_class.model_type, "candidate_class": candidate_class,
+        "__doc__": f"transformers config of a saved {candidate_class.__name__}."})
+    model = type(names["model"], (CandidateTransformersModel,), {
+        **module, "config_class": config, "__doc__": f"``AutoModel`` class of a saved {candidate_class.__name__}."})
+    classifier = None
+    if candidate_class.classifiable:
+        classifier = type(names["classifier"], (CandidateForSequenceClassification,), {
+            **module, "config_class": config, "model_class": model,
+            "__doc__": f"``AutoModelForSequenceClassification`` class of a {candidate_class.__name__} student."})
+    _CLASSES[candidate_class.model_type] = (config, model, classifier)
+    return config, model, classifier
 
 
 def register_auto_classes() -> None:
-    """Register the configs and models above with transformers' Auto classes (idempotent)."""
-    for config, model, classifier in (
-        (WPCATransformersConfig, WPCATransformersModel, WPCAForSequenceClassification),
-        (FlexiBERTTransformersConfig, FlexiBERTTransformersModel, FlexiBERTForSequenceClassification),
-        (DecoderTransformersConfig, DecoderTransformersModel, None),
-    ):
+    """Register every candidate class's transformers classes with the Auto classes (idempotent)."""
+    for candidate_class in list(CandidateModel._registry.values()):
+        config, model, classifier = transformers_classes(candidate_class)
         AutoConfig.register(config.model_type, config, exist_ok=True)
         AutoModel.register(config, model, exist_ok=True)
         if classifier is not None:
