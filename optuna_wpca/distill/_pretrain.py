@@ -26,7 +26,6 @@ The recipe is fixed and deliberately simple:
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from optuna_wpca._text import _detokenise, bundled_text_path, load_tokenizer
+from optuna_wpca.distill._trainer import take_step
 
 
 @dataclass(frozen=True)
@@ -281,13 +281,7 @@ def pretrain_mlm(
     for step in range(config.steps):
         inputs, masked, ids = _train_batch(corpus, config, step)
         loss = _loss(model, head, inputs, masked, ids, device)
-        if not math.isfinite(loss.item()):
-            raise FloatingPointError(f"masked-LM loss is {loss.item()} at step {step}")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(params), 1.0)
-        optimizer.step()
-        scheduler.step()
+        take_step(loss, optimizer, scheduler, list(params), step, "masked-LM loss")
         if step + 1 in measure:
             t = time.perf_counter()
             value, result.predicted_tokens = held_out_loss(model, head, evaluation, device)

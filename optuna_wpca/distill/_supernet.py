@@ -40,7 +40,7 @@ from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._losses import Projections, kd_loss
 from optuna_wpca.distill._mapping import layer_mapping
 from optuna_wpca.distill._models import Recorder, load_teacher, student_points, teacher_encoder, teacher_points
-from optuna_wpca.distill._trainer import optimizer_and_schedule
+from optuna_wpca.distill._trainer import optimizer_and_schedule, take_step
 from optuna_wpca.models import WPCALayerConfig, WPCAModel
 from optuna_wpca.spaces import Architecture, WPCASpace, space_from_dict
 
@@ -223,13 +223,7 @@ def train_supernet(
             idx = torch.from_numpy(np.random.default_rng([config.seed, 1, step]).integers(0, n, config.batch_size))
             batch = {k: v[idx].to(device) for k, v in train_data.items()}
             loss = _path_loss(net, arch, batch, teacher, rec_t, projections, mapping, config)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"supernet KD loss became {float(loss)} at step {step}; lower the learning rate")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-            scheduler.step()
+            take_step(loss, optimizer, scheduler, params, step, "supernet KD loss")
             done = step + 1
             if done % config.eval_every == 0 or done == config.steps:
                 dev = _dev_loss(net, fixed, dev_data, teacher, rec_t, projections, mapping, config)

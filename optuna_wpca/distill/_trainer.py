@@ -106,6 +106,19 @@ def optimizer_and_schedule(params: list[nn.Parameter], config: TrainConfig):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
+def take_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, scheduler: Any, params: list[nn.Parameter],
+              step: int, what: str = "training loss") -> None:
+    """One update of every recipe here: refuse a non-finite loss (naming ``what`` and the step), then
+    backward, clip the gradient norm to 1, step the optimizer and the rate schedule."""
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"{what} became {float(loss)} at step {step}; lower the learning rate")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    optimizer.step()
+    scheduler.step()
+
+
 def train(
     model: nn.Module,
     task: Task | TextCorpus,
@@ -205,13 +218,7 @@ def train(
             else:
                 cached = teacher_cache.targets(idx, device) if teacher_cache is not None else None
                 loss, parts = _kd_step(kd, model, batch, cached)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"training loss became {float(loss)} at step {step}; lower the learning rate")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-            scheduler.step()
+            take_step(loss, optimizer, scheduler, params, step)
             step += 1
             bar.update(1)
             if step % config.eval_every == 0 or step == config.steps:
