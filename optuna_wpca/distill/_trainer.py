@@ -164,44 +164,12 @@ def train(
         raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
     model.to(device).train()
 
-    projections = recorder_s = recorder_t = kd = None
-    mapping: list[int] = []
-    if teacher is not None:
-        if not isinstance(model, StudentClassifier):
-            raise ValueError("distillation needs a StudentClassifier student")
-        teacher.to(device).eval()
-        t_enc = teacher_encoder(teacher)
-        t_width = t_enc.config.hidden_size
-        s_points = student_points(model.encoder)
-        mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))
-        # Appendix F's W_e, W_a, W_h are learned linear maps between any two widths: a student wider than
-        # its teacher (hidden 528 against MiniLM's 384) is projected down as a narrower one is projected up.
-        widths = _output_widths(model, s_points, train_data, device)
-        projections = Projections(widths, t_width).to(device)
-        generator = torch.Generator().manual_seed(config.seed)
-        with torch.no_grad():
-            for m in projections.maps.values():
-                m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * 0.02)
-                m.bias.zero_()
-        recorder_s, recorder_t = Recorder(s_points), Recorder(teacher_points(teacher))
-        kd = _KD(teacher, projections, recorder_s, recorder_t, mapping, config)
-
+    kd = _distillation(model, teacher, train_data, config, device) if teacher is not None else None
+    projections = kd.projections if kd is not None else None
     params = list(model.parameters()) + (list(projections.parameters()) if projections is not None else [])
     optimizer, scheduler = optimizer_and_schedule(params, config)
-    step, history, resumed = 0, [], None
     ckpt = Path(checkpoint_dir) / CHECKPOINT if checkpoint_dir else None
-    if ckpt is not None and ckpt.is_file():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        if projections is not None and state.get("projections") is not None:
-            projections.load_state_dict(state["projections"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        step, history, resumed = state["step"], state["history"], state["step"]
-        _logger.info("resumed %s at step %d", checkpoint_dir, step)
-    else:
-        torch.manual_seed(config.seed)
+    step, history, resumed = _resume(ckpt, model, projections, optimizer, scheduler, config, device)
 
     start = time.perf_counter()
     n = train_data["input_ids"].shape[0]
@@ -244,11 +212,47 @@ def train(
                 })
     finally:
         bar.close()
-        for rec in (recorder_s, recorder_t):
-            if rec is not None:
-                rec.remove()
+        if kd is not None:
+            kd.rec_s.remove()
+            kd.rec_t.remove()
     return TrainResult(history[-1]["metric"], step, time.perf_counter() - start, history, resumed,
                        history[-1].get("dev_loss"))
+
+
+def _distillation(model: nn.Module, teacher: nn.Module, train_data: dict, config: TrainConfig, device: Any) -> _KD:
+    """What KD needs: the layer mapping, the recorders on both models, and Appendix F's projections."""
+    if not isinstance(model, StudentClassifier):
+        raise ValueError("distillation needs a StudentClassifier student")
+    teacher.to(device).eval()
+    s_points = student_points(model.encoder)
+    mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))
+    # Appendix F's W_e, W_a, W_h are learned linear maps between any two widths: a student wider than
+    # its teacher (hidden 528 against MiniLM's 384) is projected down as a narrower one is projected up.
+    widths = _output_widths(model, s_points, train_data, device)
+    projections = Projections(widths, teacher_encoder(teacher).config.hidden_size).to(device)
+    generator = torch.Generator().manual_seed(config.seed)
+    with torch.no_grad():
+        for m in projections.maps.values():
+            m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * 0.02)
+            m.bias.zero_()
+    return _KD(teacher, projections, Recorder(s_points), Recorder(teacher_points(teacher)), mapping, config)
+
+
+def _resume(ckpt: Path | None, model: nn.Module, projections: Projections | None, optimizer: Any, scheduler: Any,
+            config: TrainConfig, device: Any) -> tuple[int, list[dict[str, Any]], int | None]:
+    """``(step, history, resumed step)`` from the checkpoint, its states loaded; a fresh start seeds torch."""
+    if ckpt is None or not ckpt.is_file():
+        torch.manual_seed(config.seed)
+        return 0, [], None
+    state = torch.load(ckpt, map_location=device, weights_only=False)
+    model.load_state_dict(state["model"])
+    if projections is not None and state.get("projections") is not None:
+        projections.load_state_dict(state["projections"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    _logger.info("resumed %s at step %d", ckpt.parent, state["step"])
+    return state["step"], state["history"], state["step"]
 
 
 def _output_widths(model: StudentClassifier, points: dict, data: dict, device: Any) -> dict[str, set[int]]:
