@@ -38,20 +38,47 @@ def run_search(args: argparse.Namespace) -> int:
     a rerun after a stop finishes the search instead of adding to it. On an RDB storage, trials send
     heartbeats; one whose worker died is failed once its heartbeat is stale and retried (same
     architecture), also when it died before its objective began (see
-    :func:`optuna_wpca._storage.fail_stale_trials`). The first Ctrl-C lets the running trials finish and stops; a second one aborts.
+    :func:`optuna_wpca._storage.fail_stale_trials`). The first Ctrl-C lets the running trials finish and stops; a
+    second one aborts.
     """
     import optuna
-    from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
 
-    from optuna_wpca._batched import BatchedWrites
-    from optuna_wpca._objective import ZeroCostObjective
-    from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
-    from optuna_wpca._text import text_batch
-    from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
-    from optuna_wpca.proxies import DEFAULT_OBJECTIVE, get_proxy
     from optuna_wpca.sampler import WPCASampler
 
+    _check_search_args(args)
+    space, budget = _search_from_args(args)
+    sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
+    sampler = WPCASampler(
+        space, budget=budget, population_size=args.population_size,
+        n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
+        seed=sampler_seed,
+    )
+    objective = _objective_from_args(args, space)
+    study = optuna.create_study(storage=open_storage(args.storage, heartbeat=True), study_name=args.study_name,
+                                sampler=sampler, directions=objective.directions, load_if_exists=True)
+    objective.record(study, budget, ga=sampler.settings)  # another search's study: one line, nothing written
+    if objective.needs_reference and attr.REFERENCE not in study.user_attrs:
+        from tqdm import tqdm
+
+        # Once per study, before the first trial: the sample that scales the combined objective.
+        with tqdm(total=args.reference_size, desc="reference sample", unit="arch", disable=args.quiet) as bar:
+            objective.reference(study, budget, progress=bar.update)
+    target = args.n_trials if args.n_trials is not None else sampler.n_trials
+    if not args.verbose:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stop = _StopOnInterrupt()
+    _optimize(study, objective, target, args, stop)
+    _print_best(study, space, args.top)
+    if stop.requested:
+        done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+        print(f"stopped at {done} of {target} finished trials; run the same command again to finish",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+def _check_search_args(args: argparse.Namespace) -> None:
     if args.n_trials is not None and args.n_trials < 1:
         raise CLIError(f"--n-trials must be >= 1 (the finished trials the study should reach), got {args.n_trials}")
     if args.n_jobs < 1:
@@ -60,13 +87,16 @@ def run_search(args: argparse.Namespace) -> int:
         raise CLIError(f"--top must be >= 1 (the best trials printed at the end), got {args.top}")
     if args.write_every < 1:
         raise CLIError(f"--write-every must be >= 1 (finished trials per write), got {args.write_every}")
-    space, budget = _search_from_args(args)
-    sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
-    sampler = WPCASampler(
-        space, budget=budget, population_size=args.population_size,
-        n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
-        seed=sampler_seed,
-    )
+
+
+def _objective_from_args(args: argparse.Namespace, space):
+    """The search's ``ZeroCostObjective``: proxies, minibatch, seed, options, artifact store."""
+    import optuna
+
+    from optuna_wpca._objective import ZeroCostObjective
+    from optuna_wpca._text import text_batch
+    from optuna_wpca.proxies import DEFAULT_OBJECTIVE, get_proxy
+
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
                        seed=args.batch_seed)
     store = None
@@ -85,26 +115,35 @@ def run_search(args: argparse.Namespace) -> int:
         options["latency_model"] = LatencyModel.load(args.latency_model)
     elif "predicted_latency" in proxies:
         raise CLIError("--proxy predicted_latency needs --latency-model FILE (made by optuna-wpca calibrate-latency)")
-    objective = ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
-                                  artifact_store=store, reference_size=args.reference_size,
-                                  reference_seed=args.reference_seed, **options)
-    storage = open_storage(args.storage, heartbeat=True)
-    study = optuna.create_study(storage=storage, study_name=args.study_name, sampler=sampler,
-                                directions=objective.directions, load_if_exists=True)
-    objective.record(study, budget, ga=sampler.settings)  # another search's study: one line, nothing written
-    if objective.needs_reference and attr.REFERENCE not in study.user_attrs:
-        from tqdm import tqdm
+    return ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
+                             artifact_store=store, reference_size=args.reference_size,
+                             reference_seed=args.reference_seed, **options)
 
-        # Once per study, before the first trial: the sample that scales the combined objective.
-        with tqdm(total=args.reference_size, desc="reference sample", unit="arch", disable=args.quiet) as bar:
-            objective.reference(study, budget, progress=bar.update)
-    target = args.n_trials if args.n_trials is not None else sampler.n_trials
+
+def _optimize(study, objective, target: int, args: argparse.Namespace, stop: "_StopOnInterrupt") -> None:
+    """Run trials until the study holds ``target`` finished ones: in batches on an in-memory copy
+    (``--write-every N``), or one by one with heartbeats on the storage."""
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
+
+    from optuna_wpca._batched import BatchedWrites
+    from optuna_wpca._storage import fail_stale_trials, trial_heartbeat
+    from optuna_wpca.cli._storage import GRACE_PERIOD, HEARTBEAT_INTERVAL
+
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     remaining = target - len(study.get_trials(deepcopy=False, states=finished))
-    if not args.verbose:
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-    stop = _StopOnInterrupt()
     fail_stale_trials(study, GRACE_PERIOD)
+    if remaining <= 0:
+        print(f"study {study.study_name!r} already has {target - remaining} finished trials (--n-trials {target})")
+        return
+    until_target = MaxTrialsCallback(target, states=finished)
+    if args.write_every > 1:
+        # Trials run on an in-memory copy (no heartbeats needed there) and reach the storage in batches.
+        batched = BatchedWrites(study, args.write_every)
+        with stop, batched as working:
+            working.optimize(objective, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
+                             callbacks=[batched.callback, until_target, stop])
+        return
 
     def run(trial):
         # Dead workers' trials are retried by the living ones too, not only by the next run.
@@ -112,25 +151,9 @@ def run_search(args: argparse.Namespace) -> int:
         with trial_heartbeat(trial, HEARTBEAT_INTERVAL):
             return objective(trial)
 
-    if remaining > 0 and args.write_every > 1:
-        # Trials run on an in-memory copy (no heartbeats needed there) and reach the storage in batches.
-        batched = BatchedWrites(study, args.write_every)
-        with stop, batched as working:
-            working.optimize(objective, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
-                             callbacks=[batched.callback, MaxTrialsCallback(target, states=finished), stop])
-    elif remaining > 0:
-        with stop:
-            study.optimize(run, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
-                           callbacks=[MaxTrialsCallback(target, states=finished), stop])
-    else:
-        print(f"study {study.study_name!r} already has {target - remaining} finished trials (--n-trials {target})")
-    _print_best(study, space, args.top)
-    if stop.requested:
-        done = len(study.get_trials(deepcopy=False, states=finished))
-        print(f"stopped at {done} of {target} finished trials; run the same command again to finish",
-              file=sys.stderr)
-        return 130
-    return 0
+    with stop:
+        study.optimize(run, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
+                       callbacks=[until_target, stop])
 
 
 class _StopOnInterrupt:
