@@ -235,7 +235,7 @@ def record_search(
         _name_the_objectives(study, list(proxies or []))
     if writes:
         _logger.debug("recorded %s in study %r", ", ".join(writes), study.study_name)
-    return read_search(study) if writes else _read(study, {**attrs}, space)
+    return _read(study, {**attrs, **writes}, space)  # what the study now holds, without reading it back
 
 
 def _name_the_objectives(study: optuna.Study, proxies: list[str]) -> None:
