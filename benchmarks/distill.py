@@ -89,7 +89,7 @@ def main() -> None:
     seconds: dict[str, list[float]] = {k: [] for k in runs}
     for seed in range(args.seeds):
         for name, arch, with_teacher in arms:
-            model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
+            model = StudentClassifier.from_candidate(space.build(arch, seed=seed), 2, seed=seed)
             result = train(model, task, TrainConfig(seed=seed, **cfg), teacher=teacher if with_teacher else None,
                            progress=True)
             runs[name].append(result.metric)

@@ -110,7 +110,7 @@ def run_distill(args: argparse.Namespace) -> None:
             if (student, loss, seed) in have:
                 continue
             feature, logit = losses[loss]
-            model = StudentClassifier(space.build(students[student], seed=seed), 2, seed=seed)
+            model = StudentClassifier.from_candidate(space.build(students[student], seed=seed), 2, seed=seed)
             config = TrainConfig(steps=args.steps, batch_size=32, max_seq_len=64, gamma=1.0, eval_every=args.steps,
                                  seed=seed, feature_loss=feature, logit_loss=logit)
             result = train(model, task, config, teacher=teacher)

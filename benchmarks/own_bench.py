@@ -330,7 +330,7 @@ def work(args, study: optuna.Study) -> None:
         space = space_cache[key]
         arch = space.suggest(trial)
         seed, mode = trial.user_attrs["seed"], trial.user_attrs["mode"]
-        model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
+        model = StudentClassifier.from_candidate(space.build(arch, seed=seed), 2, seed=seed)
         config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                              learning_rate=args.learning_rate, gamma=1.0, eval_every=args.steps, seed=seed,
                              device=args.device)
@@ -403,7 +403,7 @@ def kd_pretrain_run(args, trial, space, arch, seed, corpus, teacher) -> float:
     config = TrainConfig(steps=trial.user_attrs["steps"], batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                          learning_rate=args.learning_rate, schedule="constant", warmup_steps=40, gamma=0.0,
                          eval_every=every, checkpoint_every=10**9, seed=seed, device=args.device)
-    model = StudentClassifier(space.build(arch, seed=seed), 2, seed=seed)
+    model = StudentClassifier.from_candidate(space.build(arch, seed=seed), 2, seed=seed)
     teacher, cache = teacher
     result = train(model, corpus, config, teacher=teacher, teacher_cache=cache)
     trial.set_user_attr("teacher", cache.fingerprint)

@@ -194,8 +194,8 @@ def test_distill_top_trials_from_the_cli(tmp_path, space_file, capsys):
 
     saved = torch.load(tmp_path / "hf.pt")
     with torch.no_grad():
-        logits = student(**saved["batch"])
-        hidden = student.encoder(saved["batch"]["input_ids"], saved["batch"]["attention_mask"],
+        logits = student(**saved["batch"]).logits
+        hidden = student.candidate(saved["batch"]["input_ids"], saved["batch"]["attention_mask"],
                                  saved["batch"].get("token_type_ids"))
     assert torch.allclose(saved["logits"], logits, atol=1e-6) and torch.allclose(saved["hidden"], hidden, atol=1e-6)
     probs = torch.softmax(logits[0], -1)

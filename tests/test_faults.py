@@ -43,7 +43,7 @@ TRAIN = textwrap.dedent(
     full = load_task("rt-sentiment")
     task = Task("small", full.train[:64], full.dev[:16], 2)
     space = WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
-    model = StudentClassifier(space.build(space.sample(0), seed=0), 2)
+    model = StudentClassifier.from_candidate(space.build(space.sample(0), seed=0), 2)
     r = train(model, task, TrainConfig(steps=int(sys.argv[2]), batch_size=4, max_seq_len=16, eval_every=50,
                                        checkpoint_every=2), checkpoint_dir=sys.argv[1])
     print("RESUMED_FROM", r.resumed_from, "STEPS", r.steps)

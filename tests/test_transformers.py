@@ -42,19 +42,19 @@ def test_a_student_loads_as_a_sequence_classifier_and_its_encoder_as_a_bare_mode
     from transformers import AutoModel, AutoModelForSequenceClassification
 
     space = SPACES["wpca"]
-    student = StudentClassifier(space.build(space.sample(0), seed=0), 3, labels=("a", "b", "c")).eval()
+    student = StudentClassifier.from_candidate(space.build(space.sample(0), seed=0), 3, labels=("a", "b", "c")).eval()
     student.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
     ids = torch.arange(2000, 2020).reshape(2, 10)
     hf = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
     assert hf.config.id2label == {0: "a", 1: "b", 2: "c"}
     with torch.no_grad():
-        assert torch.equal(hf(ids).logits, student(ids))
-        assert torch.equal(AutoModel.from_pretrained(tmp_path)(ids).last_hidden_state, student.encoder(ids))
+        assert torch.equal(hf(ids).logits, student(ids).logits)
+        assert torch.equal(AutoModel.from_pretrained(tmp_path)(ids).last_hidden_state, student.candidate(ids))
     again = StudentClassifier.from_pretrained(tmp_path)
     assert again.labels == ["a", "b", "c"]
     with torch.no_grad():
-        assert torch.equal(again(ids), student(ids))
+        assert torch.equal(again(ids).logits, student(ids).logits)
 
 
 def test_directories_saved_before_the_rename_still_load(tmp_path):
@@ -64,8 +64,8 @@ def test_directories_saved_before_the_rename_still_load(tmp_path):
     from optuna_wpca import CandidateModel
 
     space = SPACES["wpca"]
-    student = StudentClassifier(space.build(space.sample(1), seed=0), 2).eval()
-    student.encoder.save_pretrained(tmp_path)
+    student = StudentClassifier.from_candidate(space.build(space.sample(1), seed=0), 2).eval()
+    student.candidate.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "optuna_wpca.wpca"}))
     head = {f"pooler.{k}": v for k, v in student.pooler.state_dict().items()}
@@ -74,7 +74,7 @@ def test_directories_saved_before_the_rename_still_load(tmp_path):
     (tmp_path / "head.json").write_text('{"num_labels": 2}')
     ids = torch.arange(100, 110).reshape(1, 10)
     with torch.no_grad():
-        assert torch.equal(StudentClassifier.from_pretrained(tmp_path)(ids), student(ids))
+        assert torch.equal(StudentClassifier.from_pretrained(tmp_path)(ids).logits, student(ids).logits)
     assert type(CandidateModel.from_pretrained(tmp_path)).__name__ == "WPCAModel"
 
 

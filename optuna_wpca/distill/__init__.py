@@ -2,7 +2,7 @@
 
 from optuna_wpca.distill._losses import Projections, dist_loss, kd_loss, pkd_loss, soft_cross_entropy
 from optuna_wpca.distill._mapping import layer_mapping
-from optuna_wpca.distill._models import StudentClassifier, load_teacher
+from optuna_wpca.distill._models import load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, load_text_corpus
@@ -11,6 +11,17 @@ from optuna_wpca.distill._pretrain import MLMConfig, MLMCorpus, MLMResult, pretr
 from optuna_wpca.distill._teacher_cache import TeacherCache, cache_teacher, teacher_fingerprint
 from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
 from optuna_wpca.distill._trainer import evaluate, finetune_teacher, train
+
+
+def __getattr__(name: str) -> object:
+    # The student is the candidate's transformers classifier; importing it imports transformers'
+    # modelling code, so it is looked up when first used, not with the package.
+    if name == "StudentClassifier":
+        from optuna_wpca.models._transformers import CandidateForSequenceClassification
+
+        return CandidateForSequenceClassification
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DistillTopTrials",

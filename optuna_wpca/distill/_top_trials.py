@@ -14,7 +14,6 @@ from optuna_wpca import _attributes as attr
 from optuna_wpca._record import record_distillation
 from optuna_wpca._selection import top_trials
 from optuna_wpca._text import load_tokenizer
-from optuna_wpca.distill._models import StudentClassifier
 from optuna_wpca.distill._tasks import Task
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._trainer import train
@@ -78,8 +77,10 @@ def distill_top_trials(
         trial.set_user_attr(attr.NUM_PARAMS, space.num_params(arch))
         trial.set_user_attr(attr.ARCHITECTURE, space.summary(arch))
         trial.set_user_attr(attr.METRIC, task.metric)
-        model = StudentClassifier(space.build(arch, seed=run_config.seed), max(task.num_labels, 1),
-                                  seed=run_config.seed, labels=task.labels)
+        from optuna_wpca.models import CandidateForSequenceClassification
+
+        model = CandidateForSequenceClassification.from_candidate(
+            space.build(arch, seed=run_config.seed), max(task.num_labels, 1), seed=run_config.seed, labels=task.labels)
         ckpt = Path(checkpoint_root) / f"{kd.study_name}-trial-{trial.number}" if checkpoint_root else None
         result = train(model, task, run_config, teacher=teacher, trial=trial, checkpoint_dir=ckpt,
                        tokenizer=tokenizer, progress=progress)

@@ -20,9 +20,10 @@ from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, encode_split
 from optuna_wpca.distill._losses import Projections, kd_loss
 from optuna_wpca.distill._mapping import layer_mapping
-from optuna_wpca.distill._models import Recorder, StudentClassifier, student_points, teacher_encoder, teacher_points
+from optuna_wpca.distill._models import Recorder, student_points, teacher_encoder, teacher_points
 from optuna_wpca.distill._teacher_cache import TeacherCache
 from optuna_wpca.distill._tasks import Task
+from optuna_wpca.models import CandidateModel
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
 CHECKPOINT = "checkpoint.pt"
@@ -160,7 +161,8 @@ def train(
         if teacher is None:
             raise ValueError("a teacher_cache is given but no teacher: pass the teacher it was computed from")
         teacher_cache.check(train_data["input_ids"], teacher)
-    if isinstance(model, StudentClassifier) and config.max_seq_len > model.encoder.config.max_position_embeddings:
+    student = _candidate_of(model)
+    if student is not None and config.max_seq_len > student.config.max_position_embeddings:
         raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
     model.to(device).train()
 
@@ -221,14 +223,15 @@ def train(
 
 def _distillation(model: nn.Module, teacher: nn.Module, train_data: dict, config: TrainConfig, device: Any) -> _KD:
     """What KD needs: the layer mapping, the recorders on both models, and Appendix F's projections."""
-    if not isinstance(model, StudentClassifier):
-        raise ValueError("distillation needs a StudentClassifier student")
+    student = _candidate_of(model)
+    if student is None:
+        raise ValueError("distillation needs a candidate student (CandidateForSequenceClassification.from_candidate)")
     teacher.to(device).eval()
-    s_points = student_points(model.encoder)
+    s_points = student_points(student)
     mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))
     # Appendix F's W_e, W_a, W_h are learned linear maps between any two widths: a student wider than
     # its teacher (hidden 528 against MiniLM's 384) is projected down as a narrower one is projected up.
-    widths = _output_widths(model, s_points, train_data, device)
+    widths = _output_widths(student, s_points, train_data, device)
     projections = Projections(widths, teacher_encoder(teacher).config.hidden_size).to(device)
     generator = torch.Generator().manual_seed(config.seed)
     with torch.no_grad():
@@ -255,11 +258,18 @@ def _resume(ckpt: Path | None, model: nn.Module, projections: Projections | None
     return state["step"], state["history"], state["step"]
 
 
-def _output_widths(model: StudentClassifier, points: dict, data: dict, device: Any) -> dict[str, set[int]]:
+def _candidate_of(model: nn.Module) -> CandidateModel | None:
+    """The candidate encoder of a student classifier, or None for another model (a teacher)."""
+    from optuna_wpca.models._transformers import CandidateForSequenceClassification
+
+    return model.candidate if isinstance(model, CandidateForSequenceClassification) else None
+
+
+def _output_widths(student: CandidateModel, points: dict, data: dict, device: Any) -> dict[str, set[int]]:
     rec = Recorder(points)
     try:
         with torch.no_grad():
-            model.encoder(data["input_ids"][:1, :8].to(device))
+            student(data["input_ids"][:1, :8].to(device))
         return {kind: {out.shape[-1] for out in outs} for kind, outs in rec.outputs.items()}
     finally:
         rec.remove()
@@ -294,7 +304,7 @@ def _kd_step(kd: _KD, model: nn.Module, batch: dict[str, torch.Tensor], cached: 
             teacher_side["logits"] = t_logits
     else:
         teacher_side = cached
-    s_logits = model(**inputs)
+    s_logits = _logits(model, batch)
     student = {"embeddings": rec_s.outputs["embeddings"][0], "attention": rec_s.outputs["attention"],
                "ffn": rec_s.outputs["ffn"], "logits": s_logits}
     return kd_loss(student, teacher_side, kd.projections, kd.mapping, gamma=config.gamma,

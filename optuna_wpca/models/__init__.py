@@ -8,8 +8,19 @@ from optuna_wpca.models._auto import register_when_transformers_loads
 
 register_when_transformers_loads()
 
+
+def __getattr__(name: str) -> object:
+    # The transformers classes import transformers' modelling code: looked up when first used.
+    if name == "CandidateForSequenceClassification":
+        from optuna_wpca.models._transformers import CandidateForSequenceClassification
+
+        return CandidateForSequenceClassification
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "COUNT_CONVENTIONS",
+    "CandidateForSequenceClassification",
     "CandidateModel",
     "DecoderConfig",
     "DecoderLayerConfig",

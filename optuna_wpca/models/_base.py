@@ -187,7 +187,7 @@ class CandidateModel(nn.Module):
         cls, directory: str | os.PathLike, *, device: str | torch.device = "cpu"
     ) -> "CandidateModel":
         """Load a model written by :meth:`save_pretrained` (or the encoder of a saved
-        :class:`~optuna_wpca.distill.StudentClassifier`); works on the base class too.
+        student classifier, ``CandidateForSequenceClassification``); works on the base class too.
 
         The directory is also a transformers one: after ``import optuna_wpca``,
         ``transformers.AutoModel.from_pretrained(directory)`` loads the same weights.

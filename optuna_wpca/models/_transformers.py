@@ -1,11 +1,12 @@
 """The candidates as transformers models, so that the Auto classes load a saved candidate.
 
-After ``import optuna_wpca``, a directory written by ``CandidateModel.save_pretrained``,
-``StudentClassifier.save_pretrained`` or ``optuna-wpca export`` loads with
-``AutoConfig``, ``AutoModel`` and (encoders) ``AutoModelForSequenceClassification``, and
-``pipeline("text-classification", model=directory)`` runs on an exported student. The classes
-here wrap the plain candidate modules (the same parameters under the same names) and return
-transformers' output objects.
+After ``import optuna_wpca``, a directory written by ``CandidateModel.save_pretrained``, a distilled
+student's ``save_pretrained`` or ``optuna-wpca export`` loads with ``AutoConfig``, ``AutoModel`` and
+(encoders) ``AutoModelForSequenceClassification``, and ``pipeline("text-classification", model=directory)``
+runs on an exported student. The classes here wrap the plain candidate modules (the same parameters
+under the same names) and return transformers' output objects. The sequence classifier is also the
+student that distillation trains (``optuna_wpca.distill.StudentClassifier`` is this class): there is
+one classifier, built from a candidate with :meth:`CandidateForSequenceClassification.from_candidate`.
 
 Example:
     >>> import tempfile, torch, optuna_wpca
@@ -20,7 +21,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
 
 import torch
 from torch import nn
@@ -33,8 +36,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
 
-from optuna_wpca.models._base import CandidateModel
-from optuna_wpca.models._head import ClassificationHead, init_head_module
+from optuna_wpca.models._base import CandidateModel, read_candidate_config
 
 
 class CandidateConfig(PreTrainedConfig):
@@ -67,9 +69,10 @@ class CandidateTransformersModel(PreTrainedModel):
     base_model_prefix = "encoder"
     main_input_name = "input_ids"
 
-    def __init__(self, config: CandidateConfig) -> None:
+    def __init__(self, config: CandidateConfig, candidate: CandidateModel | None = None) -> None:
         super().__init__(config)
-        candidate = config.candidate_class(config.candidate_config())
+        if candidate is None:
+            candidate = config.candidate_class(config.candidate_config())
         if any(True for _ in candidate.named_parameters(recurse=False)):
             raise TypeError(f"{type(candidate).__name__} holds parameters outside its submodules")
         for name, child in candidate.named_children():
@@ -77,6 +80,11 @@ class CandidateTransformersModel(PreTrainedModel):
         # The candidate runs the forward over these same submodules; it is not registered twice.
         object.__setattr__(self, "_candidate", candidate)
         self.post_init()
+
+    @property
+    def candidate(self) -> CandidateModel:
+        """The plain candidate module whose submodules this model holds."""
+        return self._candidate
 
     def _init_weights(self, module: nn.Module) -> None:
         pass  # the candidate initialised its own weights; a checkpoint replaces them
@@ -92,26 +100,108 @@ class CandidateTransformersModel(PreTrainedModel):
         return BaseModelOutput(last_hidden_state=self._candidate(input_ids, attention_mask, token_type_ids))
 
 
-class CandidateForSequenceClassification(ClassificationHead, PreTrainedModel):
-    """``AutoModelForSequenceClassification``: the candidate encoder with the one task head
-    (:class:`~optuna_wpca.models._head.ClassificationHead`, as the distilled student has it), and
-    ``SequenceClassifierOutput`` (with the loss when ``labels`` are given)."""
+class CandidateForSequenceClassification(PreTrainedModel):
+    """``AutoModelForSequenceClassification`` and the distilled student: a candidate encoder with
+    BERT's task head (the first token's hidden state through the ``pooler`` dense layer and tanh,
+    dropout, then the linear ``classifier``), returning ``SequenceClassifierOutput`` (with the loss
+    when ``labels`` are given).
+
+    Build one from a candidate with :meth:`from_candidate`; ``from_pretrained`` on this class loads any
+    saved encoder student (the class is picked from its ``config.json``), also one saved before 0.2.
+
+    Example:
+        >>> import torch, optuna_wpca
+        >>> from optuna_wpca.models import CandidateForSequenceClassification
+        >>> space = optuna_wpca.WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
+        >>> student = CandidateForSequenceClassification.from_candidate(space.build(space.sample(0)), 2)
+        >>> type(student).__name__, student(torch.tensor([[101, 7592, 102]])).logits.shape
+        ('WPCAForSequenceClassification', torch.Size([1, 2]))
+    """
 
     config_class = CandidateConfig
     base_model_prefix = "encoder"
     main_input_name = "input_ids"
     model_class: ClassVar[type[CandidateTransformersModel]]
 
-    def __init__(self, config: CandidateConfig) -> None:
+    def __init__(self, config: CandidateConfig, candidate: CandidateModel | None = None,
+                 head_generator: torch.Generator | None = None) -> None:
         super().__init__(config)
-        self.encoder = self.model_class(config)
+        self.encoder = self.model_class(config, candidate)
         # transformers initialises what a checkpoint does not hold, through _init_weights
-        self.add_head(config.candidate_config().hidden_size, config.num_labels, init=False)
+        self._head_generator = head_generator
+        hidden = self.encoder.candidate.config.hidden_size
+        dropout = getattr(config, "classifier_dropout", None)
+        self.pooler = nn.Linear(hidden, hidden)
+        self.dropout = nn.Dropout(0.1 if dropout is None else dropout)
+        self.classifier = nn.Linear(hidden, config.num_labels)
         self.post_init()
 
+    @classmethod
+    def from_candidate(cls, candidate: CandidateModel, num_labels: int, *, labels: Sequence[str] | None = None,
+                       dropout: float = 0.1, seed: int | None = 0) -> "CandidateForSequenceClassification":
+        """The student for ``candidate`` (its modules, not a copy) with a new head drawn with ``seed``
+        (BERT's N(0, 0.02); ``None`` draws from torch's global generator); ``labels`` names the classes
+        (``id2label`` in ``config.json``)."""
+        if not candidate.classifiable:
+            raise ValueError(f"a sequence classifier needs an encoder; {type(candidate).__name__} is causal")
+        if labels is not None and len(labels) != num_labels:
+            raise ValueError(f"{len(labels)} label names for {num_labels} labels")
+        names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
+        target = transformers_classes(type(candidate))[2]
+        config = target.config_class(**dataclasses.asdict(candidate.config), classifier_dropout=dropout,
+                                     id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        model = target(config, candidate, head_generator=generator)
+        model._head_generator = None
+        return model.to(next(candidate.parameters()).device)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *model_args: Any,
+                        device: Any = None, **kwargs: Any) -> "CandidateForSequenceClassification":
+        """transformers' ``from_pretrained``; on this base class it loads the student class that the
+        directory's ``config.json`` names, and ``device`` moves the model there."""
+        path = Path(pretrained_model_name_or_path)
+        if cls.config_class is CandidateConfig:
+            target, _ = read_candidate_config(path)
+            cls = transformers_classes(target)[2]
+            if cls is None:
+                raise ValueError(f"{str(path)!r} holds a {target.__name__}, which has no sequence classifier")
+            if (path / "head.json").is_file():
+                return cls._from_layout_before_0_2(path).to(device or "cpu")
+        model = super(CandidateForSequenceClassification, cls).from_pretrained(str(path), *model_args, **kwargs)
+        return model.to(device) if device is not None else model
+
+    @classmethod
+    def _from_layout_before_0_2(cls, path: Path) -> "CandidateForSequenceClassification":
+        """A student saved before 0.2: the encoder's directory plus ``head.json`` and ``head.safetensors``."""
+        import json
+
+        from safetensors.torch import load_file
+
+        num_labels = json.loads((path / "head.json").read_text())["num_labels"]
+        model = cls.from_candidate(CandidateModel.from_pretrained(path), num_labels)  # the file replaces the head
+        model.load_state_dict(load_file(str(path / "head.safetensors")), strict=False)
+        return model.eval()
+
+    @property
+    def candidate(self) -> CandidateModel:
+        """The plain candidate encoder (what distillation hooks and what the objective scores)."""
+        return self.encoder.candidate
+
+    @property
+    def num_labels(self) -> int:
+        """The number of classes (1: regression)."""
+        return self.config.num_labels
+
+    @property
+    def labels(self) -> list[str]:
+        """The class names, in label order."""
+        return [self.config.id2label[i] for i in range(self.config.num_labels)]
+
     def _init_weights(self, module: nn.Module) -> None:
-        if module is self.pooler or module is self.classifier:  # a new head
-            init_head_module(module)
+        if module is self.pooler or module is self.classifier:  # a new head: BERT's N(0, 0.02), zero bias
+            nn.init.normal_(module.weight, std=0.02, generator=self._head_generator)
+            nn.init.zeros_(module.bias)
 
     def forward(
         self,
@@ -123,7 +213,7 @@ class CandidateForSequenceClassification(ClassificationHead, PreTrainedModel):
     ) -> SequenceClassifierOutput:
         """Logits of shape (batch, num_labels); the cross-entropy (MSE for one label) with ``labels``."""
         hidden = self.encoder(input_ids, attention_mask, token_type_ids).last_hidden_state
-        logits = self.head_logits(hidden)
+        logits = self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, 0]))))
         loss = None
         if labels is not None:
             if self.config.num_labels == 1:
