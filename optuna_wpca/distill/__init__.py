@@ -9,7 +9,7 @@ from optuna_wpca.distill._data import TextCorpus, load_text_corpus
 from optuna_wpca.distill._supernet import Supernet, SupernetResult, train_supernet
 from optuna_wpca.distill._pretrain import MLMConfig, MLMCorpus, MLMResult, pretrain_mlm, wikitext_mlm_corpus
 from optuna_wpca.distill._teacher_cache import TeacherCache, cache_teacher, teacher_fingerprint
-from optuna_wpca.distill._top_trials import DistillTopTrials, distill_top_trials
+from optuna_wpca.distill._top_trials import DistillationObjective, DistillTopTrials, distill_top_trials
 from optuna_wpca.distill._trainer import evaluate, finetune_teacher, train
 
 
@@ -25,6 +25,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "DistillTopTrials",
+    "DistillationObjective",
     "METRICS",
     "MLMConfig",
     "MLMCorpus",
