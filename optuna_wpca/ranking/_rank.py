@@ -122,22 +122,43 @@ def rank_proxies(
     # What is scored: combinations are made of their parts' values.
     names = list(dict.fromkeys(p for name in requested for p in (get_proxy(name).parts or (name,))))
     check_proxy_options(options or {})
-    results = {name: ProxyRanking(name, get_proxy(name).needs_grad, cited=benchmark.cited.get(name),
-                                  cited_source=benchmark.cited_source) for name in names}
     batch = (batch or text_batch(batch_size=128, seq_len=128)).to(device)  # the published tables' minibatch
     n = len(benchmark.archs) if limit is None else min(limit, len(benchmark.archs))
     if n < 2:
         raise ValueError("ranking needs at least 2 architectures")
     how = _Scoring(benchmark, names, batch, seed, device, options or {}, share)
+    entries = _scored_entries(how, n, checkpoint, shard, progress)
+    if entries is None:
+        return None
+    results = {name: ProxyRanking(name, get_proxy(name).needs_grad, cited=benchmark.cited.get(name),
+                                  cited_source=benchmark.cited_source) for name in names}
+    for entry in entries:
+        for name in names:
+            value, seconds, source = entry[name]
+            results[name].values.append(value)
+            results[name].seconds += seconds
+            if source != name:
+                results[name].shared_with = source
+    results = _with_combinations(results, requested, reference_size, reference_seed)
+    _compare_with_truth(results, benchmark, n, percentiles, resamples)
+    return results
+
+
+def _scored_entries(how: _Scoring, n: int, checkpoint: str | Path | None, shard: tuple[int, int] | None,
+                    progress: Callable[[int], None] | None) -> list[dict[str, tuple]] | None:
+    """Every entry's ``{proxy: (value, seconds, computed_by)}``, in the file's order: read from the
+    checkpoint where it holds them, scored (and appended to it) otherwise; ``None`` when a shard's
+    part is done but the checkpoint does not hold every entry yet."""
+    benchmark = how.benchmark
     # One untimed pass per proxy, so lazy initialisation (kernels, LAPACK) is not charged to entry 0.
-    warm = benchmark.build(0, seed=seed, device=device)
-    for name in names:
-        compute_proxy(name, warm, batch, **(options or {}))
+    warm = benchmark.build(0, seed=how.seed, device=how.device)
+    for name in how.names:
+        compute_proxy(name, warm, how.batch, **how.options)
     del warm
     # The metric is not part of the settings: proxy values do not depend on it, so one checkpoint
     # serves every metric of a file, and a file that has grown (more entries scored) reuses it.
-    settings = {"benchmark": Path(benchmark.path).name, "proxies": names,
-                "batch": list(batch.shape), "seed": seed, "options": options or {}, "share": share,
+    settings = {"benchmark": Path(benchmark.path).name, "proxies": how.names,
+                "batch": list(how.batch.shape), "seed": how.seed, "options": how.options, "share": how.share,
                 "space": benchmark.space.to_dict() if benchmark.space else "per entry"}
     keys = [entry_key(benchmark, i) for i in range(n)]
     done = read_checkpoint(checkpoint, settings, keys, benchmark.metric) if checkpoint else {}
@@ -161,31 +182,29 @@ def rank_proxies(
     finally:
         if log:
             log.close()
-    if shard is not None:  # the table needs every shard's entries, in the file's order
-        everything = read_checkpoint(checkpoint, settings, keys, benchmark.metric)
-        if any(key not in everything for key in keys):
-            return None
-        entries = [everything[key] for key in keys]
-    for entry in entries:
-        for name in names:
-            value, seconds, source = entry[name]
-            results[name].values.append(value)
-            results[name].seconds += seconds
-            if source != name:
-                results[name].shared_with = source
-    results = _with_combinations(results, requested, reference_size, reference_seed)
+    if shard is None:
+        return entries
+    everything = read_checkpoint(checkpoint, settings, keys, benchmark.metric)  # every shard's, in order
+    if any(key not in everything for key in keys):
+        return None
+    return [everything[key] for key in keys]
+
+
+def _compare_with_truth(results: dict[str, ProxyRanking], benchmark: Benchmark, n: int,
+                        percentiles: Sequence[float], resamples: int) -> None:
+    """Each ranking's correlations with the trained scores (overall, within depth, within bucket) and
+    its picks under parameter budgets."""
     truth = benchmark.truth[:n]
     depths = [arch.num_layers for arch in benchmark.archs[:n]]
     counts = [benchmark.space_of(i).num_params(benchmark.archs[i]) for i in range(n)]
     _budget_picks(results, truth, counts, depths, percentiles, resamples)
+    buckets = benchmark.buckets[:n]
     for r in results.values():
         r.kendall_tau, r.spearman_rho = correlations(r.values, truth)
         if len(set(depths)) > 1:
             r.by_depth = within_depth(r.values, truth, depths)
-        buckets = benchmark.buckets[:n]
         if len(set(buckets)) > 1:
             r.by_bucket = within_bucket(r.values, truth, buckets)
-    return results
 
 
 def _with_combinations(scored: dict[str, ProxyRanking], requested: list[str], size: int, seed: int
