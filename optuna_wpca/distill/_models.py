@@ -56,6 +56,20 @@ def load_teacher(path: str | os.PathLike, *, num_labels: int | None = None, devi
     return model.to(device)
 
 
+def save_model(model: Any, directory: str | os.PathLike, *, quiet: bool = False) -> None:
+    """transformers' ``save_pretrained`` (a student or a teacher), without its progress bar when quiet."""
+    from transformers.utils import logging as transformers_logging
+
+    hide = quiet and transformers_logging.is_progress_bar_enabled()
+    if hide:
+        transformers_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(str(directory))
+    finally:
+        if hide:
+            transformers_logging.enable_progress_bar()
+
+
 def teacher_encoder(teacher: nn.Module) -> nn.Module:
     """The bare encoder of a transformers model (``BertModel`` inside ``BertForSequenceClassification``)."""
     return getattr(teacher, teacher.base_model_prefix, teacher)

@@ -19,6 +19,7 @@ from optuna_wpca import _attributes as attr
 from optuna_wpca._record import record_distillation
 from optuna_wpca._selection import top_trials
 from optuna_wpca._text import load_tokenizer
+from optuna_wpca.distill._models import save_model
 from optuna_wpca.distill._tasks import Task
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._trainer import train
@@ -83,7 +84,7 @@ class DistillationObjective:
         trial.set_user_attr(attr.TRAIN_SECONDS, result.seconds)
         if self.save_root:
             out = Path(self.save_root) / name
-            model.save_pretrained(out)
+            save_model(model, out, quiet=not self.progress)
             (self.tokenizer if self.tokenizer is not None else load_tokenizer()).save_pretrained(str(out))
             trial.set_user_attr(attr.SAVED_TO, str(out))
         return result.metric

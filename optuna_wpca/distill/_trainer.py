@@ -333,14 +333,14 @@ def finetune_teacher(
     *, tokenizer: Any = None, progress: bool = False,
 ) -> TrainResult:
     """Fine-tune a pretrained BERT-family model on ``task`` (labels) and save it to ``out_dir``."""
-    from optuna_wpca.distill._models import load_teacher
+    from optuna_wpca.distill._models import load_teacher, save_model
 
     config = config or TrainConfig(learning_rate=5e-5)
     model = load_teacher(path, num_labels=task.num_labels, device=config.device)
     if tokenizer is None and (Path(path) / "tokenizer.json").is_file():
         tokenizer = load_tokenizer(str(path))
     result = train(model, task, config, tokenizer=tokenizer, progress=progress)
-    model.save_pretrained(str(out_dir))
+    save_model(model, out_dir, quiet=not progress)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(out_dir))
     return result
