@@ -145,8 +145,11 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     spans = [(t.datetime_start.timestamp(), t.datetime_complete.timestamp())
              for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
              if t.datetime_start and t.datetime_complete]
+    durations = sorted(b - a - _paused_within(a, b, pauses) for a, b in spans)
     paused = sum(_paused_within(a, b, pauses) for a, b in spans)
-    trial_seconds = sum(b - a for a, b in spans) - paused
+    trial_seconds = sum(durations)
+    # The median trial is what an idle machine gives even when a minority of trials ran beside other work.
+    median = durations[len(durations) // 2] if durations else None
     record = read_search(study)
     space = record.space
     best = max((t for t in done if t.user_attrs.get("feasible", True)), key=lambda t: t.value)
@@ -159,6 +162,7 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
         "cpu_seconds_of_recorded_segments": sum(cpu) if cpu else None,
         "segments_with_cpu_seconds": len(cpu), "segments": len(own),
         "evaluations_per_second": finished / trial_seconds if trial_seconds else None,
+        "median_trial_seconds": median,
         "best": {"trial": best.number, "value": best.value, "num_params": space.num_params(arch),
                  "depth": arch.num_layers, "block_mix": dict(mix),
                  "ffn_widths": [int(layer.ffn_size) for layer in layers], "hidden": arch.hidden_size,
@@ -177,7 +181,9 @@ def summary() -> None:
         out[study_name(preset, proxy)] = s
         b = s["best"]
         rate = f"{s['evaluations_per_second']:.2f}/s" if s["evaluations_per_second"] else "-"
+        median = f"median {s['median_trial_seconds']:.3f} s" if s["median_trial_seconds"] else "-"
         print(f"{study_name(preset, proxy):<36} {s['finished']:>5}/{TRIALS}  {s['trial_seconds']:>8.0f} s  {rate:>8}  "
+              f"{median}  "
               f"best: {b['num_params']:,} params, {b['depth']} layers, {b['block_mix']}, hidden {b['hidden']}, "
               f"FFN {b['ffn_widths']}")
     (RESULTS / "default_search.json").write_text(json.dumps(out, indent=2) + "\n")
