@@ -17,7 +17,7 @@ second, and how the picked architectures differ: parameter count, depth, block m
 
     python benchmarks/default_search.py run [--stop-after SECONDS] [--only PRESET:PROXY ...]
     python benchmarks/default_search.py pause | resume
-    python benchmarks/default_search.py summary
+    python benchmarks/default_search.py summary [--only PRESET:PROXY ...]
 """
 
 from __future__ import annotations
@@ -171,10 +171,15 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     }
 
 
-def summary() -> None:
+def summary(only: list[str] | None = None) -> None:
+    """Summarise every study, or only the ``PRESET:PROXY`` ones named (the others' entries are kept
+    from the last summary: reading an lts-gpt2 journal of 2,000 trials takes minutes)."""
     segments = [json.loads(line) for line in SEGMENTS.read_text().splitlines()] if SEGMENTS.exists() else []
-    out = {}
+    last = RESULTS / "default_search.json"
+    out = json.loads(last.read_text()) if only and last.exists() else {}
     for preset, proxy in RUNS:
+        if only and f"{preset}:{proxy}" not in only:
+            continue
         s = _summary_of(preset, proxy, segments)
         if s is None:
             continue
@@ -195,7 +200,7 @@ if __name__ == "__main__":
     parser.add_argument("what", choices=("run", "pause", "resume", "summary"))
     parser.add_argument("--stop-after", type=float, default=None, help="seconds; the run stops after the segment "
                         "running then")
-    parser.add_argument("--only", nargs="*", default=None, help="PRESET:PROXY pairs to run")
+    parser.add_argument("--only", nargs="*", default=None, help="PRESET:PROXY pairs to run or summarise")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    {"run": lambda: run(args.stop_after, args.only), "pause": pause, "resume": resume, "summary": summary}[args.what]()
+    {"run": lambda: run(args.stop_after, args.only), "pause": pause, "resume": resume, "summary": lambda: summary(args.only)}[args.what]()
