@@ -166,8 +166,8 @@ class CandidateForSequenceClassification(PreTrainedModel):
             cls = transformers_classes(target)[2]
             if cls is None:
                 raise ValueError(f"{str(path)!r} holds a {target.__name__}, which has no sequence classifier")
-            if (path / "head.json").is_file():
-                return cls._from_layout_before_0_2(path).to(device or "cpu")
+        if (path / "head.json").is_file():
+            return cls._from_layout_before_0_2(path).to(device or "cpu")
         model = super(CandidateForSequenceClassification, cls).from_pretrained(str(path), *model_args, **kwargs)
         return model.to(device) if device is not None else model
 
@@ -180,7 +180,10 @@ class CandidateForSequenceClassification(PreTrainedModel):
 
         num_labels = json.loads((path / "head.json").read_text())["num_labels"]
         model = cls.from_candidate(CandidateModel.from_pretrained(path), num_labels)  # the file replaces the head
-        model.load_state_dict(load_file(str(path / "head.safetensors")), strict=False)
+        state = load_file(str(path / "head.safetensors"))
+        for name in ("pooler", "classifier"):  # strict per module: a head file missing a tensor is refused
+            getattr(model, name).load_state_dict({k[len(name) + 1:]: v for k, v in state.items()
+                                                  if k.startswith(f"{name}.")})
         return model.eval()
 
     @property
