@@ -2,9 +2,9 @@
 
 For each preset (``wpca-small``, ``lts-gpt2``) and objective (``wpca``, the default), the CLI's search
 (population 50 x 40 generations, the default 16 x 128 minibatch, trials written 50 at a time) runs
-into one journal, ``benchmarks/results/default_search.journal``, so a stopped run resumes where it
-stopped; one journal per study, ``benchmarks/results/default_search.STUDY.journal``, so that a segment
-does not replay the other studies' logs. The journals are not committed: an lts-gpt2 trial records its
+into a journal, so a stopped run resumes where it stopped; one journal per study,
+``benchmarks/results/default_search.STUDY.journal``, so that a segment does not replay the other
+studies' logs. The journals are not committed: an lts-gpt2 trial records its
 per-layer FFN distributions of 1,537 choices each, about 145 KB a trial. Each segment's wall-clock, the
 process's CPU seconds (user + system, all threads) and the 1-minute load average at its end are
 appended to ``benchmarks/results/default_search.segments.jsonl`` (committed): on this 2-core machine the
@@ -18,6 +18,11 @@ second, and how the picked architectures differ: parameter count, depth, block m
     python benchmarks/default_search.py run [--stop-after SECONDS] [--only PRESET:PROXY ...]
     python benchmarks/default_search.py pause | resume
     python benchmarks/default_search.py summary [--only PRESET:PROXY ...]
+    python benchmarks/default_search.py cross
+
+``cross`` scores each search's pick with the other search's objective (its recorded minibatch,
+initialisation seed, eta and, for a combination, its recorded reference sample) and places it among
+that search's 2,000 evaluations: would the other objective have preferred it to its own pick?
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from optuna_wpca import read_search
+from optuna_wpca import ZeroCostObjective, read_search
 from optuna_wpca.cli import main as cli
-from optuna_wpca.proxies import DEFAULT_OBJECTIVE
+from optuna_wpca.proxies import DEFAULT_OBJECTIVE, ReferenceSample
 
 RESULTS = Path(__file__).parent / "results"
 SEGMENTS = RESULTS / "default_search.segments.jsonl"
@@ -176,7 +181,9 @@ def summary(only: list[str] | None = None) -> None:
     from the last summary: reading an lts-gpt2 journal of 2,000 trials takes minutes)."""
     segments = [json.loads(line) for line in SEGMENTS.read_text().splitlines()] if SEGMENTS.exists() else []
     last = RESULTS / "default_search.json"
-    out = json.loads(last.read_text()) if only and last.exists() else {}
+    kept = json.loads(last.read_text()) if last.exists() else {}
+    # Without --only every study is summarised again; the cross-scoring (``cross``) is kept either way.
+    out = kept if only else {k: v for k, v in kept.items() if k == "cross"}
     for preset, proxy in RUNS:
         if only and f"{preset}:{proxy}" not in only:
             continue
@@ -195,12 +202,60 @@ def summary(only: list[str] | None = None) -> None:
     print(f"wrote {RESULTS / 'default_search.json'}")
 
 
+def _objective(study: optuna.Study, proxy: str) -> tuple[ZeroCostObjective, ReferenceSample | None]:
+    record = read_search(study)
+    options = {} if record.eta is None else {"eta": record.eta}
+    objective = ZeroCostObjective(record.space, proxy, batch=record.scoring_batch(), seed=record.init_seed or 0,
+                                  budget=record.budget, **options)
+    reference = ReferenceSample.from_dict(record.reference) if record.reference else None
+    return objective, reference
+
+
+def cross() -> None:
+    """Score each pick with the other objective and rank it among that objective's own search."""
+    last = RESULTS / "default_search.json"
+    out = json.loads(last.read_text()) if last.exists() else {}
+    out["cross"] = {}
+    for preset in dict.fromkeys(p for p, _ in RUNS):
+        proxies = [proxy for p, proxy in RUNS if p == preset]
+        studies = {proxy: optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
+                   for proxy in proxies}
+        picks = {}
+        for proxy, study in studies.items():
+            feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                        if t.user_attrs.get("feasible", True)]
+            best = max(feasible, key=lambda t: t.value)
+            picks[proxy] = (best, feasible)
+        for proxy, study in studies.items():
+            objective, reference = _objective(study, proxy)
+            own_best, feasible = picks[proxy]
+            space = objective.space
+            # The recomputed value of the study's own pick checks that the scoring is the search's.
+            own_again = objective.score(space.from_params(own_best.params), reference)[0][0]
+            for other, (other_best, _) in picks.items():
+                if other == proxy:
+                    continue
+                value = objective.score(space.from_params(other_best.params), reference)[0][0]
+                above = sum(t.value > value for t in feasible)
+                entry = {"pick_of": other, "pick_trial": other_best.number, "scored_by": proxy, "value": value,
+                         "own_pick_value": own_best.value, "own_pick_recomputed": own_again,
+                         "trials_scoring_higher": above, "feasible_trials": len(feasible),
+                         "percentile": 1 - above / len(feasible)}
+                out["cross"][f"{preset}: {other} pick under {proxy}"] = entry
+                print(f"{preset}: the {other} pick (trial {other_best.number}) scores {value:.4g} under {proxy}; "
+                      f"{above} of {len(feasible)} feasible trials of the {proxy} search score higher "
+                      f"(its pick {own_best.value:.4g}, recomputed {own_again:.4g})")
+    last.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {last}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("run", "pause", "resume", "summary"))
+    parser.add_argument("what", choices=("run", "pause", "resume", "summary", "cross"))
     parser.add_argument("--stop-after", type=float, default=None, help="seconds; the run stops after the segment "
                         "running then")
     parser.add_argument("--only", nargs="*", default=None, help="PRESET:PROXY pairs to run or summarise")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    {"run": lambda: run(args.stop_after, args.only), "pause": pause, "resume": resume, "summary": lambda: summary(args.only)}[args.what]()
+    {"run": lambda: run(args.stop_after, args.only), "pause": pause, "resume": resume, "summary": lambda: summary(args.only),
+     "cross": cross}[args.what]()
