@@ -6,6 +6,12 @@ candidate's and every registered zero-cost proxy's pick under a budget, applies 
 ``benchmarks/results/objective_rule.json``.
 
     python benchmarks/objective_rule.py
+    python benchmarks/objective_rule.py --batch 16x128
+
+``--batch 16x128`` applies the same rule to scores at the search's own minibatch (16 x 128 tokens;
+the checkpoints ``rank_16x128.BENCHMARK.checkpoint.jsonl``, written by ``optuna-wpca rank --proxy
+vpca_params_saliency --proxy wpca --batch-size 16 --seq-len 128``, which hold every candidate's parts),
+and writes ``objective_rule_16x128.json``. Only proxies scored there can win rule 4's fallback.
 
 The candidates (each a combination of registered proxies, see ``optuna_wpca.proxies._combined``:
 the mean of the parts' standardised logarithms, scaled on a reference sample of 64 entries drawn
@@ -39,6 +45,8 @@ CANDIDATES = {
 FAMILIES = {"encoders": "nas-bench-bert", "decoders": "lts-gpt2-wt103"}
 CHECKPOINTS = {"nas-bench-bert": RESULTS / "table1.checkpoint.jsonl",
                "lts-gpt2-wt103": RESULTS / "lts_rank.checkpoint.jsonl"}
+#: The same benchmarks scored at the search's default minibatch.
+SEARCH_BATCH_CHECKPOINTS = {name: RESULTS / f"rank_16x128.{name}.checkpoint.jsonl" for name in CHECKPOINTS}
 
 RULE = """\
 1. Scores: on NAS-Bench-BERT (500 encoders) and the LTS GPT-2 decoders (200), the pick under a budget
@@ -59,11 +67,12 @@ RULE = """\
 """
 
 
-def _scores(benchmark: str) -> tuple[dict, dict]:
+def _scores(benchmark: str, path: Path) -> tuple[dict, dict]:
     bench = load_benchmark(benchmark)
-    path = CHECKPOINTS[benchmark]
     settings = json.loads(path.read_text().splitlines()[0])["settings"]
-    results = rank_proxies(bench, [*settings["proxies"], *CANDIDATES], batch=text_batch(batch_size=128, seq_len=128),
+    sequences, tokens = settings["batch"]
+    results = rank_proxies(bench, [*settings["proxies"], *CANDIDATES],
+                           batch=text_batch(batch_size=sequences, seq_len=tokens),
                            checkpoint=path, options=settings["options"], seed=settings["seed"])
     truth = bench.truth
     counts = [bench.space_of(i).num_params(a) for i, a in enumerate(bench.archs)]
@@ -114,11 +123,19 @@ def decide(tables: dict[str, dict]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", default=str(RESULTS / "objective_rule.json"))
+    parser.add_argument("--batch", choices=("128x128", "16x128"), default="128x128",
+                        help="the minibatch whose scores the rule reads (default: the checkpoints it was written for)")
+    parser.add_argument("--json", default=None, help="default: results/objective_rule.json, or "
+                        "objective_rule_16x128.json with --batch 16x128")
     args = parser.parse_args()
+    search_batch = args.batch == "16x128"
+    checkpoints = SEARCH_BATCH_CHECKPOINTS if search_batch else CHECKPOINTS
+    if args.json is None:
+        args.json = str(RESULTS / ("objective_rule_16x128.json" if search_batch else "objective_rule.json"))
     tables, meta = {}, {}
     for benchmark in FAMILIES.values():
-        tables[benchmark], meta[benchmark] = _scores(benchmark)
+        tables[benchmark], meta[benchmark] = _scores(benchmark, checkpoints[benchmark])
+        meta[benchmark]["batch"] = json.loads(checkpoints[benchmark].read_text().splitlines()[0])["settings"]["batch"]
     decision = decide(tables)
     shown = [*CANDIDATES, "wpca", "vpca", "params", "synaptic_saliency", "num_layers"]
     print(f"{'objective':<32}{'NBB mean':>9}{'worst':>7}{'LTS mean':>9}{'worst':>7}{'s/1000 NBB':>11}{'LTS':>8}")

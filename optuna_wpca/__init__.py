@@ -28,10 +28,11 @@ from optuna_wpca.models import (
 )
 from optuna_wpca.proxies import (
     DEFAULT_ETA,
-    DEFAULT_OBJECTIVE,
+    DEFAULT_OBJECTIVES,
     ProxyResult,
     ReferenceSample,
     compute_proxy,
+    default_objective,
     dim_from_spectrum,
     get_proxy,
     layer_pca_dims,
@@ -58,7 +59,8 @@ __version__ = "0.2.0"
 
 __all__ = [
     "DEFAULT_ETA",
-    "DEFAULT_OBJECTIVE",
+    "DEFAULT_OBJECTIVES",
+    "default_objective",
     "PRESETS",
     "Architecture",
     "BatchedWrites",
@@ -107,3 +109,11 @@ __all__ = [
     "top_trials",
     "train_supernet",
 ]
+
+
+def __getattr__(name: str):
+    if name == "DEFAULT_OBJECTIVE":  # the single default of 0.2, with the proxies package's warning
+        from optuna_wpca import proxies
+
+        return proxies.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

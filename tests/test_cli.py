@@ -360,7 +360,7 @@ def test_several_proxies_make_a_multi_objective_search(tmp_path, space_file, cap
                      "--population-size", "4", *FAST)
     error = result.stderr.strip().splitlines()[-1]  # after the tiny-minibatch warning
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "with the proxies wpca,latency, not vpca_params_saliency" in error  # the default objective
+    assert "with the proxies wpca,latency, not wpca" in error  # the default objective of an encoder space
     result = run_cli("search", "--space", str(space_file), "--storage", f"sqlite:///{tmp_path / 'n.db'}",
                      "--proxy", "wpca", "--proxy", "nosuch", *FAST)
     assert result.returncode == 2 and "Traceback" not in result.stderr

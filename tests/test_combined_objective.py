@@ -10,10 +10,14 @@ import pytest
 
 import optuna_wpca
 from optuna_wpca.cli import main
-from optuna_wpca.proxies import DEFAULT_OBJECTIVE, ReferenceSample, get_proxy
+from optuna_wpca.proxies import DEFAULT_OBJECTIVES, ReferenceSample, default_objective, get_proxy
 
 TINY_SPACE = {"type": "wpca", "num_layers": 3, "hidden_size": 64, "bert_heads": 4, "mobilebert_heads": 2}
 FAST = ["--batch-size", "8", "--seq-len", "16", "--quiet", "--reference-size", "6"]
+COMBINED = "vpca_params_saliency"  # the default of 0.2, still registered
+TINY_DECODER = {"type": "decoder", "num_layers_choices": [2], "hidden_sizes": [64], "heads": [2, 4],
+                "ffn_sizes": [128, 256], "vocab_size": 30522, "max_position_embeddings": 512,
+                "count": "non_embedding"}
 
 
 @pytest.fixture()
@@ -23,31 +27,60 @@ def space_file(tmp_path):
     return path
 
 
-def test_the_default_objective_is_a_registered_combination():
-    spec = get_proxy(DEFAULT_OBJECTIVE)
-    assert spec.parts == ("vpca", "params", "synaptic_saliency") and spec.direction == "maximize"
-    assert DEFAULT_OBJECTIVE in optuna_wpca.proxies.list_proxies()
+def test_the_default_objective_follows_the_space_family():
+    spaces = optuna_wpca.spaces
+    for space in (spaces.WPCASpace.small(), spaces.ELMSpace.small(), spaces.FlexiBERTSpace()):
+        assert space.family == "encoder" and default_objective(space) == "wpca"
+    assert default_objective(spaces.DecoderSpace.lts_gpt2()) == DEFAULT_OBJECTIVES["decoder"] == "wpca_saliency"
+    decoders = get_proxy("wpca_saliency")
+    assert decoders.parts == ("wpca", "synaptic_saliency") and decoders.direction == "maximize"
+    assert get_proxy(COMBINED).parts == ("vpca", "params", "synaptic_saliency")
+    assert {"wpca_saliency", COMBINED} <= set(optuna_wpca.proxies.list_proxies())
+
+    class Other(spaces.WPCASpace):
+        kind = "other-family-test"
+        family = "speech"
+
+    with pytest.raises(ValueError, match="no default objective for the space family 'speech'"):
+        default_objective(Other())
+    with pytest.warns(FutureWarning, match="DEFAULT_OBJECTIVE is the default of 0.2"):
+        assert optuna_wpca.DEFAULT_OBJECTIVE == COMBINED
+
+
+@pytest.mark.parametrize("space, expected", [(TINY_SPACE, "wpca"), (TINY_DECODER, "wpca_saliency")])
+def test_a_search_without_proxy_uses_its_family_default(tmp_path, space, expected):
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps(space))
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    assert main(["search", "--space", str(path), "--storage", url, "--study-name", "f", "--n-trials", "3",
+                 "--population-size", "3", *FAST]) == 0
+    study = optuna.load_study(study_name="f", storage=url)
+    record = optuna_wpca.read_search(study)
+    assert record.proxies == (expected,) and study.metric_names == [expected]
+    # only a combination draws a reference sample
+    assert (record.reference is not None) == (expected == "wpca_saliency")
+    assert sum(t.value is not None for t in study.trials) == 3
 
 
 def test_a_search_records_its_reference_and_a_resumed_run_scores_alike(tmp_path, space_file, capsys):
     url = f"sqlite:///{tmp_path / 's.db'}"
     base = ["search", "--space", str(space_file), "--storage", url, "--study-name", "c", "--population-size", "4",
-            "--sampler-seed", "3", *FAST]
-    assert main([*base, "--n-trials", "6"]) == 0  # no --proxy: the default objective
+            "--sampler-seed", "3", "--proxy", COMBINED, *FAST]
+    assert main([*base, "--n-trials", "6"]) == 0
     study = optuna.load_study(study_name="c", storage=url)
     record = optuna_wpca.read_search(study)
-    assert record.proxies == (DEFAULT_OBJECTIVE,)
+    assert record.proxies == (COMBINED,)
     assert record.reference["size"] == 6 and record.reference["seed"] == 0
     assert set(record.reference["values"]) == {"vpca", "params", "synaptic_saliency"}
     assert len(record.reference["architectures"]) == 6
     first = {json.dumps(t.params, sort_keys=True): t.value for t in study.trials if t.value is not None}
     trial = next(t for t in study.trials if t.value is not None)
-    assert {f"{DEFAULT_OBJECTIVE}.vpca", f"{DEFAULT_OBJECTIVE}.synaptic_saliency.z"} <= set(trial.user_attrs)
+    assert {f"{COMBINED}.vpca", f"{COMBINED}.synaptic_saliency.z"} <= set(trial.user_attrs)
 
     # a rerun in a new process state: the reference is read back, so an architecture scored again
     # (enqueued here) gets the value it had
     objective = optuna_wpca.ZeroCostObjective(
-        optuna_wpca.spaces.space_from_dict(TINY_SPACE), proxies=[DEFAULT_OBJECTIVE], reference_size=6,
+        optuna_wpca.spaces.space_from_dict(TINY_SPACE), proxies=[COMBINED], reference_size=6,
         batch=optuna_wpca.text_batch(batch_size=8, seq_len=16))
     study.enqueue_trial(trial.params)
     study.optimize(objective, n_trials=1)
@@ -57,7 +90,7 @@ def test_a_search_records_its_reference_and_a_resumed_run_scores_alike(tmp_path,
 
     assert main([*base, "--n-trials", "8"]) == 0
     assert main(["show", "--storage", url, "--study-name", "c", "--top", "2"]) == 0
-    assert DEFAULT_OBJECTIVE in capsys.readouterr().out
+    assert COMBINED in capsys.readouterr().out
     out = tmp_path / "export"
     assert main(["export", "--storage", url, "--study-name", "c", "--out", str(out)]) == 0
     assert (out / "config.json").is_file()
@@ -68,11 +101,12 @@ def test_the_dashboard_note_shows_the_parts(tmp_path, space_file):
 
     url = f"sqlite:///{tmp_path / 'd.db'}"
     assert main(["search", "--space", str(space_file), "--storage", url, "--study-name", "d", "--n-trials", "2",
-                 "--population-size", "2", "--artifact-dir", str(tmp_path / "art"), *FAST]) == 0
+                 "--population-size", "2", "--artifact-dir", str(tmp_path / "art"), "--proxy", COMBINED,
+                 *FAST]) == 0
     study = optuna.load_study(study_name="d", storage=url)
     trial = next(t for t in study.trials if t.value is not None)
     note = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), trial._trial_id)
-    assert f"{DEFAULT_OBJECTIVE}: synaptic_saliency.z" in note["body"] and f"| {DEFAULT_OBJECTIVE} |" in note["body"]
+    assert f"{COMBINED}: synaptic_saliency.z" in note["body"] and f"| {COMBINED} |" in note["body"]
 
 
 def run_cli(*args):
@@ -82,7 +116,7 @@ def run_cli(*args):
 @pytest.mark.parametrize("extra, message", [
     (["--proxy", "wpca+nosuch"], "unknown proxy 'nosuch' in the combination 'wpca+nosuch'"),
     (["--proxy", "wpca+wpca"], "a combination names at least two different proxies"),
-    (["--reference-size", "0"], "reference_size must be a whole number >= 2"),
+    (["--proxy", COMBINED, "--reference-size", "0"], "reference_size must be a whole number >= 2"),
 ])
 def test_bad_combination_input_is_one_line_and_writes_nothing(tmp_path, space_file, extra, message):
     db = tmp_path / "never.db"
@@ -101,7 +135,7 @@ def test_bad_combination_input_is_one_line_and_writes_nothing(tmp_path, space_fi
 def test_a_study_resumed_with_another_combination_is_refused(tmp_path, space_file, extra, message):
     url = f"sqlite:///{tmp_path / 'r.db'}"
     base = ["search", "--space", str(space_file), "--storage", url, "--study-name", "r", "--population-size", "4",
-            *FAST]
+            "--proxy", COMBINED, *FAST]
     assert main([*base, "--n-trials", "4"]) == 0
     before = optuna.load_study(study_name="r", storage=url)
     n, attrs = len(before.trials), before.user_attrs

@@ -42,8 +42,7 @@ def test_the_readme_example_then_show_and_export_from_the_cli(tmp_path, monkeypa
     assert code.count("15.7e6") == 1  # the budget is stated once
     url = f"sqlite:///{tmp_path / 'readme.db'}"
     for old, new in (("sqlite:///optuna_wpca.db", url), ("n_trials=sampler.n_trials", "n_trials=3"),
-                     ('"wpca-small-best"', repr(str(tmp_path / "best"))),
-                     ("proxy=optuna_wpca.DEFAULT_OBJECTIVE)", "proxy=optuna_wpca.DEFAULT_OBJECTIVE, reference_size=4)")):
+                     ('"wpca-small-best"', repr(str(tmp_path / "best")))):
         assert old in code
         code = code.replace(old, new)
     monkeypatch.setattr("optuna_wpca._objective.text_batch", lambda: text_batch(batch_size=8, seq_len=32))
@@ -52,10 +51,10 @@ def test_the_readme_example_then_show_and_export_from_the_cli(tmp_path, monkeypa
     study = namespace["study"]
     assert len(study.trials) == 3
     record = read_search(study)
-    assert record.budget.max_params == 15.7e6 and record.proxies == ("vpca_params_saliency",)
-    assert record.batch == (8, 32) and record.reference["size"] == 4
+    assert record.budget.max_params == 15.7e6 and record.proxies == ("wpca",)  # the encoders' default
+    assert record.batch == (8, 32) and record.reference is None
     assert record.space.to_dict() == WPCASpace.small().to_dict()
-    assert study.metric_names == ["vpca_params_saliency"]  # optuna-dashboard's label instead of "Objective 0"
+    assert study.metric_names == ["wpca"]  # optuna-dashboard's label instead of "Objective 0"
     assert sum(p.numel() for p in CandidateModel.from_pretrained(tmp_path / "best").parameters()) > 0
 
     capsys.readouterr()

@@ -124,9 +124,9 @@ def _add_search(sub: Any) -> None:
                             f"{k} {p.budget.min_params:.3g}" for k, p in PRESETS.items() if p.budget.min_params)
                         + ", else none)")
     search.add_argument("--proxy", action="append", default=None,
-                        help="proxy to score (default vpca_params_saliency: V-PCA, the parameter count and "
-                        "synaptic saliency standardised on a reference sample, chosen by the pick under a budget "
-                        "on both trained benchmarks; wpca is the paper's); a combination is named with '+' "
+                        help="proxy to score (default by the space's family, chosen by the pick under a budget "
+                        "at the search's 16 x 128 minibatch: wpca, the paper's, for encoders; wpca_saliency, "
+                        "W-PCA and synaptic saliency standardised on a reference sample, for decoders); a combination is named with '+' "
                         "(vpca+synaptic_saliency); repeat it for a multi-objective study, e.g. --proxy "
                         "wpca --proxy latency: each proxy's direction comes from the registry (latency and "
                         "peak_memory are minimised, the others maximised)")

@@ -95,7 +95,7 @@ def _objective_from_args(args: argparse.Namespace, space):
 
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._text import text_batch
-    from optuna_wpca.proxies import DEFAULT_OBJECTIVE, get_proxy
+    from optuna_wpca.proxies import default_objective, get_proxy
 
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
                        seed=args.batch_seed)
@@ -105,7 +105,7 @@ def _objective_from_args(args: argparse.Namespace, space):
             raise CLIError(f"--artifact-dir {args.artifact_dir!r} is a file, not a directory")
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
-    proxies = list(dict.fromkeys(args.proxy or [DEFAULT_OBJECTIVE]))
+    proxies = list(dict.fromkeys(args.proxy or [default_objective(space)]))
     for name in proxies:
         get_proxy(name)  # an unknown proxy, or a combination naming one: one line, nothing written
     options = {} if args.eta is None else {"eta": args.eta}

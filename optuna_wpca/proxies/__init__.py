@@ -5,10 +5,11 @@ from optuna_wpca.proxies import (  # noqa: F401  (each module registers its prox
 )
 from optuna_wpca.proxies._latency_model import LatencyModel, calibrate_latency_model, operation_counts
 from optuna_wpca.proxies._combined import (
-    DEFAULT_OBJECTIVE,
+    DEFAULT_OBJECTIVES,
     DEFAULT_REFERENCE_SIZE,
     ReferenceSample,
     combine,
+    default_objective,
     draw_reference,
     parse_combination,
 )
@@ -33,8 +34,9 @@ from optuna_wpca.proxies._registry import (
 
 __all__ = [
     "DEFAULT_ETA",
-    "DEFAULT_OBJECTIVE",
+    "DEFAULT_OBJECTIVES",
     "DEFAULT_REFERENCE_SIZE",
+    "default_objective",
     "LatencyModel",
     "ReferenceSample",
     "combine",
@@ -56,3 +58,14 @@ __all__ = [
     "pca_dim",
     "register_proxy",
 ]
+
+
+def __getattr__(name: str):
+    if name == "DEFAULT_OBJECTIVE":  # the single default of 0.2
+        import warnings
+
+        warnings.warn("DEFAULT_OBJECTIVE is the default of 0.2 ('vpca_params_saliency'); the search's default now "
+                      "depends on the space's family: default_objective(space) / DEFAULT_OBJECTIVES",
+                      FutureWarning, stacklevel=2)
+        return "vpca_params_saliency"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

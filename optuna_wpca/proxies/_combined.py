@@ -209,9 +209,30 @@ def draw_reference(
     return ReferenceSample(values, seed, tuple(to_params(a) for a in archs) if to_params else ())
 
 
-#: The search's default objective: the candidate that benchmarks/objective_rule.py chose by the pick
-#: under a budget on NAS-Bench-BERT and the LTS decoders (docs/benchmarks.md, "The default objective").
-DEFAULT_OBJECTIVE = "vpca_params_saliency"
-register_combination(DEFAULT_OBJECTIVE, "vpca+params+synaptic_saliency",
+register_combination("vpca_params_saliency", "vpca+params+synaptic_saliency",
                      description="mean of standardised V-PCA, parameter count and synaptic saliency "
-                                 "(the search's default; scale from a reference sample)")
+                                 "(the default of 0.2; scale from a reference sample)")
+register_combination("wpca_saliency", "wpca+synaptic_saliency",
+                     description="mean of standardised W-PCA and synaptic saliency (the decoders' default; "
+                                 "scale from a reference sample)")
+
+#: The search's default objective per family of spaces (``SearchSpace.family``): what
+#: ``benchmarks/objective_rule.py --batch 16x128`` chose by the pick under a budget at the search's own
+#: 16 x 128 minibatch, on NAS-Bench-BERT (encoders) and the LTS GPT-2 decoders (docs/benchmarks.md,
+#: "The rule, the candidates, the decision").
+DEFAULT_OBJECTIVES: dict[str, str] = {"encoder": "wpca", "decoder": "wpca_saliency"}
+
+
+def default_objective(space: Any) -> str:
+    """The search's default objective for ``space``, by its family.
+
+    Example:
+        >>> from optuna_wpca.spaces import DecoderSpace, WPCASpace
+        >>> default_objective(WPCASpace.small()), default_objective(DecoderSpace.lts_gpt2())
+        ('wpca', 'wpca_saliency')
+    """
+    family = getattr(space, "family", "encoder")
+    if family not in DEFAULT_OBJECTIVES:
+        raise ValueError(f"no default objective for the space family {family!r}; "
+                         f"known: {', '.join(DEFAULT_OBJECTIVES)} (pass a proxy by name)")
+    return DEFAULT_OBJECTIVES[family]

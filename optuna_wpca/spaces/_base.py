@@ -83,6 +83,9 @@ class SearchSpace(abc.ABC):
     #: Short name used in files, study attributes and the CLI; a subclass that sets it is registered
     #: under it when its class is defined, so ``space_from_dict({"type": kind, ...})`` finds it.
     kind: str = ""
+    #: ``"encoder"`` or ``"decoder"``: which trained benchmark's evidence chose the search's default
+    #: objective for this space (``optuna_wpca.proxies.DEFAULT_OBJECTIVES``).
+    family: str = "encoder"
     #: The block types a layer may be, by the name :meth:`block_kind` gives: ``(display name, colour)``,
     #: for optuna-dashboard's pictures and legends.
     block_kinds: Mapping[str, tuple[str, str]] = {"layer": ("layer", "#8172B3")}

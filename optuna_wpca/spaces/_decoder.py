@@ -26,6 +26,7 @@ class DecoderSpace(SearchSpace):
     """
 
     kind = "decoder"
+    family = "decoder"
     block_kinds = {"decoder": ("decoder block", "#8172B3")}
 
     def __init__(
