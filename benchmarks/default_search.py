@@ -1,6 +1,7 @@
-"""2,000-evaluation searches with the default objective against the same searches with W-PCA.
+"""2,000-evaluation searches with the default objectives against the same searches with W-PCA.
 
-For each preset (``wpca-small``, ``lts-gpt2``) and objective (``wpca``, the default), the CLI's search
+For each preset (``wpca-small``, ``lts-gpt2``) and objective (``wpca``; ``vpca_params_saliency``, 0.2's
+default; on lts-gpt2 also ``wpca_saliency``, the decoders' default now), the CLI's search
 (population 50 x 40 generations, the default 16 x 128 minibatch, trials written 50 at a time) runs
 into a journal, so a stopped run resumes where it stopped; one journal per study,
 ``benchmarks/results/default_search.STUDY.journal``, so that a segment does not replay the other
@@ -40,13 +41,16 @@ from optuna.trial import TrialState
 
 from optuna_wpca import ZeroCostObjective, read_search
 from optuna_wpca.cli import main as cli
-from optuna_wpca.proxies import DEFAULT_OBJECTIVE, ReferenceSample
+from optuna_wpca.proxies import ReferenceSample
 
 RESULTS = Path(__file__).parent / "results"
 SEGMENTS = RESULTS / "default_search.segments.jsonl"
 PAUSES = RESULTS / "default_search.pauses.jsonl"
 _PAUSED_AT = RESULTS / "default_search.paused"
-RUNS = [(preset, proxy) for preset in ("lts-gpt2", "wpca-small") for proxy in ("wpca", DEFAULT_OBJECTIVE)]
+# vpca_params_saliency was 0.2's default for every space; wpca_saliency is the decoders' default now
+# (the encoders' is wpca).
+RUNS = [(preset, proxy) for preset in ("lts-gpt2", "wpca-small") for proxy in ("wpca", "vpca_params_saliency")]
+RUNS.append(("lts-gpt2", "wpca_saliency"))
 TRIALS = 2000
 
 
@@ -218,8 +222,11 @@ def cross() -> None:
     out["cross"] = {}
     for preset in dict.fromkeys(p for p, _ in RUNS):
         proxies = [proxy for p, proxy in RUNS if p == preset]
-        studies = {proxy: optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
-                   for proxy in proxies}
+        studies = {}
+        for proxy in proxies:
+            if journal(preset, proxy).exists() and _finished(preset, proxy) >= TRIALS:
+                studies[proxy] = optuna.load_study(study_name=study_name(preset, proxy),
+                                                   storage=_storage(preset, proxy))
         picks = {}
         for proxy, study in studies.items():
             feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
