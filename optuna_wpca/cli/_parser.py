@@ -126,8 +126,8 @@ def _add_search(sub: Any) -> None:
     search.add_argument("--proxy", action="append", default=None,
                         help="proxy to score (default by the space's family, chosen by the pick under a budget "
                         "at the search's 16 x 128 minibatch: wpca, the paper's, for encoders; wpca_saliency, "
-                        "W-PCA and synaptic saliency standardised on a reference sample, for decoders); a combination is named with '+' "
-                        "(vpca+synaptic_saliency); repeat it for a multi-objective study, e.g. --proxy "
+                        "W-PCA and synaptic saliency standardised on a reference sample, for decoders); a "
+                        "combination is named with '+' (vpca+synaptic_saliency); repeat it for a multi-objective study, e.g. --proxy "
                         "wpca --proxy latency: each proxy's direction comes from the registry (latency and "
                         "peak_memory are minimised, the others maximised)")
     search.add_argument("--reference-size", type=int, default=64,
