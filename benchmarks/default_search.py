@@ -39,7 +39,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from optuna_wpca import ZeroCostObjective, read_search
+from optuna_wpca import ZeroCostObjective, is_feasible, read_search
 from optuna_wpca.cli import main as cli
 from optuna_wpca.proxies import ReferenceSample
 
@@ -136,6 +136,11 @@ def _paused_within(start: float, end: float, pauses: list[dict]) -> float:
     return sum(max(0.0, min(end, p["to"]) - max(start, p["from"])) for p in pauses)
 
 
+def _feasible(study: optuna.Study) -> list:
+    """The study's completed trials that meet the budget (the pick is the best of them)."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
+
+
 def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     try:
         study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
@@ -161,7 +166,7 @@ def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
     median = durations[len(durations) // 2] if durations else None
     record = read_search(study)
     space = record.space
-    best = max((t for t in done if t.user_attrs.get("feasible", True)), key=lambda t: t.value)
+    best = max(_feasible(study), key=lambda t: t.value)
     arch = space.from_params(best.params)
     layers = arch.layers
     mix = Counter(space.block_kind(layer) for layer in layers)
@@ -229,8 +234,7 @@ def cross() -> None:
                                                    storage=_storage(preset, proxy))
         picks = {}
         for proxy, study in studies.items():
-            feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                        if t.user_attrs.get("feasible", True)]
+            feasible = _feasible(study)
             best = max(feasible, key=lambda t: t.value)
             picks[proxy] = (best, feasible)
         for proxy, study in studies.items():
