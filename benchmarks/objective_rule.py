@@ -85,7 +85,7 @@ def _scores(benchmark: str, path: Path) -> tuple[dict, dict]:
                        "mean_best_of_top": b["mean_best_of_top"], "seconds_per_1000": r.seconds_per_1000,
                        "kendall_tau": r.kendall_tau, "vs_params": b["bootstrap"],
                        "vs_wpca": {k: boot[name][k] for k in ("difference", "difference_interval")}}
-    return table, {"n": len(bench.archs), "metric": bench.metric}
+    return table, {"n": len(bench.archs), "metric": bench.metric, "batch": settings["batch"]}
 
 
 def decide(tables: dict[str, dict]) -> dict:
@@ -135,7 +135,6 @@ def main() -> None:
     tables, meta = {}, {}
     for benchmark in FAMILIES.values():
         tables[benchmark], meta[benchmark] = _scores(benchmark, checkpoints[benchmark])
-        meta[benchmark]["batch"] = json.loads(checkpoints[benchmark].read_text().splitlines()[0])["settings"]["batch"]
     decision = decide(tables)
     shown = [*CANDIDATES, "wpca", "vpca", "params", "synaptic_saliency", "num_layers"]
     print(f"{'objective':<32}{'NBB mean':>9}{'worst':>7}{'LTS mean':>9}{'worst':>7}{'s/1000 NBB':>11}{'LTS':>8}")
