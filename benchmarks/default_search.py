@@ -71,10 +71,16 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _finished(preset: str, proxy: str) -> int:
+def _load(preset: str, proxy: str) -> optuna.Study | None:
+    """The study as its journal holds it (each call replays the journal: ~290 MB for lts-gpt2), or None."""
     try:
-        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
+        return optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
     except KeyError:
+        return None
+
+
+def _finished(study: optuna.Study | None) -> int:
+    if study is None:
         return 0
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
@@ -84,22 +90,25 @@ def run(stop_after: float | None, only: list[str] | None) -> None:
     for preset, proxy in RUNS:
         if only and f"{preset}:{proxy}" not in only:
             continue
-        while _finished(preset, proxy) < TRIALS:
+        done = _finished(_load(preset, proxy))
+        while done < TRIALS:
             left = None if stop_after is None else stop_after - (time.time() - start)
             if left is not None and left <= 0:
                 return
-            target = min(TRIALS, _finished(preset, proxy) + 500)  # segments of 500: a stop loses at most one
-            t0, cpu0, before = time.time(), _cpu_seconds(), _finished(preset, proxy)
+            target = min(TRIALS, done + 500)  # segments of 500: a stop loses at most one
+            t0, cpu0 = time.time(), _cpu_seconds()
             code = cli(["search", "--preset", preset, "--proxy", proxy, "--storage", f"journal://{journal(preset, proxy)}",
                         "--study-name", study_name(preset, proxy), "--n-trials", str(target), "--write-every", "50",
                         "--sampler-seed", "0", "--quiet", "--top", "1"])
             if code != 0:
                 raise SystemExit(code)
+            wall, cpu = time.time() - t0, _cpu_seconds() - cpu0
+            after = _finished(_load(preset, proxy))
             with SEGMENTS.open("a") as f:
-                f.write(json.dumps({"study": study_name(preset, proxy), "from": before,
-                                    "to": _finished(preset, proxy), "wall_seconds": time.time() - t0,
-                                    "cpu_seconds": _cpu_seconds() - cpu0,
+                f.write(json.dumps({"study": study_name(preset, proxy), "from": done, "to": after,
+                                    "wall_seconds": wall, "cpu_seconds": cpu,
                                     "load_average_1min": os.getloadavg()[0]}) + "\n")
+            done = after
 
 
 def _runs() -> list[int]:
@@ -142,14 +151,10 @@ def _feasible(study: optuna.Study) -> list:
 
 
 def _summary_of(preset: str, proxy: str, segments: list[dict]) -> dict | None:
-    try:
-        study = optuna.load_study(study_name=study_name(preset, proxy), storage=_storage(preset, proxy))
-    except KeyError:
+    study = _load(preset, proxy)
+    if study is None or not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return None
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    if not done:
-        return None
-    finished = _finished(preset, proxy)
+    finished = _finished(study)
     own = [s for s in segments if s["study"] == study_name(preset, proxy)]
     wall = sum(s["wall_seconds"] for s in own)
     cpu = [s["cpu_seconds"] for s in own if "cpu_seconds" in s]
@@ -227,11 +232,8 @@ def cross() -> None:
     out["cross"] = {}
     for preset in dict.fromkeys(p for p, _ in RUNS):
         proxies = [proxy for p, proxy in RUNS if p == preset]
-        studies = {}
-        for proxy in proxies:
-            if journal(preset, proxy).exists() and _finished(preset, proxy) >= TRIALS:
-                studies[proxy] = optuna.load_study(study_name=study_name(preset, proxy),
-                                                   storage=_storage(preset, proxy))
+        loaded = {proxy: _load(preset, proxy) for proxy in proxies if journal(preset, proxy).exists()}
+        studies = {proxy: study for proxy, study in loaded.items() if _finished(study) >= TRIALS}
         picks = {}
         for proxy, study in studies.items():
             feasible = _feasible(study)
