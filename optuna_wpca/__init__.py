@@ -115,5 +115,5 @@ def __getattr__(name: str):
     if name == "DEFAULT_OBJECTIVE":  # the single default of 0.2, with the proxies package's warning
         from optuna_wpca import proxies
 
-        return proxies.__getattr__(name)
+        return proxies._default_of_0_2(stacklevel=2)  # the warning names the user's line, not this one
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

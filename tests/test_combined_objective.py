@@ -43,8 +43,11 @@ def test_the_default_objective_follows_the_space_family():
 
     with pytest.raises(ValueError, match="no default objective for the space family 'speech'"):
         default_objective(Other())
-    with pytest.warns(FutureWarning, match="DEFAULT_OBJECTIVE is the default of 0.2"):
+    with pytest.warns(FutureWarning, match="DEFAULT_OBJECTIVE is the default of 0.2") as caught:
         assert optuna_wpca.DEFAULT_OBJECTIVE == COMBINED
+    with pytest.warns(FutureWarning, match="DEFAULT_OBJECTIVE is the default of 0.2") as caught_proxies:
+        assert optuna_wpca.proxies.DEFAULT_OBJECTIVE == COMBINED
+    assert caught[0].filename == caught_proxies[0].filename == __file__  # the user's line, by either path
 
 
 @pytest.mark.parametrize("space, expected", [(TINY_SPACE, "wpca"), (TINY_DECODER, "wpca_saliency")])

@@ -60,12 +60,17 @@ __all__ = [
 ]
 
 
+def _default_of_0_2(stacklevel: int) -> str:
+    """0.2's single default, with a warning pointing ``stacklevel`` frames above the caller."""
+    import warnings
+
+    warnings.warn("DEFAULT_OBJECTIVE is the default of 0.2 ('vpca_params_saliency'); the search's default now "
+                  "depends on the space's family: default_objective(space) / DEFAULT_OBJECTIVES",
+                  FutureWarning, stacklevel=stacklevel + 1)
+    return "vpca_params_saliency"
+
+
 def __getattr__(name: str):
     if name == "DEFAULT_OBJECTIVE":  # the single default of 0.2
-        import warnings
-
-        warnings.warn("DEFAULT_OBJECTIVE is the default of 0.2 ('vpca_params_saliency'); the search's default now "
-                      "depends on the space's family: default_objective(space) / DEFAULT_OBJECTIVES",
-                      FutureWarning, stacklevel=2)
-        return "vpca_params_saliency"
+        return _default_of_0_2(stacklevel=2)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
