@@ -55,7 +55,7 @@ from optuna_wpca.spaces import (
     space_from_dict,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "DEFAULT_ETA",

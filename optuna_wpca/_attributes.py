@@ -20,6 +20,11 @@ MINIBATCH_SOURCE = "optuna_wpca.minibatch_source"
 GA = "optuna_wpca.ga"
 #: The reference sample that scales a combined objective (``ReferenceSample.to_dict``).
 REFERENCE = "optuna_wpca.reference"
+#: Which worker is scoring the reference sample, and how far it is (``optuna_wpca._claim.StudyClaim``).
+REFERENCE_CLAIM = "optuna_wpca.reference_claim"
+#: The folder of the search's architecture pictures (``search --artifact-dir``), absolute, so that
+#: ``refine`` draws its trials' pictures in the same place.
+ARTIFACT_DIR = "optuna_wpca.artifact_dir"
 #: A distillation study's zero-cost study and task.
 SOURCE_STUDY = "optuna_wpca.source_study"
 TASK = "optuna_wpca.task"

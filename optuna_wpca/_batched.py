@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -43,6 +44,9 @@ class BatchedWrites:
         sampler: the working copy's sampler; default a copy of the study's. A sampler that has
             already run trials of another study object and keeps that study in its state (TPE's
             search space does) must be given fresh here.
+        max_seconds: also write once this many seconds have passed since the last write (``None``:
+            only every ``every`` trials), which bounds what is lost to a kill, and what a stop has
+            to write on the way out, in time as well as in trials.
 
     Example:
         >>> import optuna
@@ -53,11 +57,16 @@ class BatchedWrites:
         12
     """
 
-    def __init__(self, study: optuna.Study, every: int, *, sampler: optuna.samplers.BaseSampler | None = None) -> None:
+    def __init__(self, study: optuna.Study, every: int, *, sampler: optuna.samplers.BaseSampler | None = None,
+                 max_seconds: float | None = None) -> None:
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive number of trials, got {every!r}")
+        if max_seconds is not None and not max_seconds > 0:
+            raise ValueError(f"max_seconds must be a positive number of seconds or None, got {max_seconds!r}")
         self.study = study
         self.every = every
+        self.max_seconds = max_seconds
+        self._last_write = time.monotonic()
         self._origin = uuid.uuid4().hex
         self._lock = threading.Lock()  # optimize(n_jobs > 1) calls back from several threads
         self._written: set[int] = set()  # working-copy numbers already written (or read from the study)
@@ -90,8 +99,14 @@ class BatchedWrites:
 
     def callback(self, _study: optuna.Study, _trial: FrozenTrial) -> None:
         """An ``optimize`` callback that writes once ``every`` finished trials are waiting."""
-        if len(self._unwritten()) >= self.every:  # write() looks again under its lock
+        waiting = len(self._unwritten())
+        late = self.max_seconds is not None and time.monotonic() - self._last_write >= self.max_seconds
+        if waiting >= self.every or (late and waiting):  # write() looks again under its lock
             self.write()
+
+    def unwritten(self) -> list[FrozenTrial]:
+        """The finished trials of the working copy not yet written to the study."""
+        return self._unwritten()
 
     def _unwritten(self) -> list[FrozenTrial]:
         return [t for t in self.working.get_trials(deepcopy=False)
@@ -113,6 +128,7 @@ class BatchedWrites:
             self._seen.add(trial_id)
             _copy_note(system, t._trial_id, storage, study_id, trial_id)
         self._write_study_attrs(user, system)
+        self._last_write = time.monotonic()
         if trials:
             _logger.info("wrote %d trials to study %r", len(trials), self.study.study_name)
         self._take_in_new_trials()

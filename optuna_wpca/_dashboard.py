@@ -134,6 +134,9 @@ def architecture_markdown(space: SearchSpace, arch: Architecture, attrs: dict[st
     table = [f"{'layer':>5}  {'choice':<{w}}  {'PCA dim':>7}"]
     table += [f"{i:>5}  {d:<{w}}  {'' if dim is None else dim:>7}" for i, (d, dim) in enumerate(zip(described, dims))]
     lines += ["```", *table, "```"]
+    if attrs.get(attr.REFINED_FROM) is not None:
+        lines += ["", f"Refined from trial {attrs[attr.REFINED_FROM]} by `optuna-wpca refine` (heads by CKA, FFN "
+                  "widths by PCA dim, within the budget)."]
     if export:
         lines += ["", "Export it as a transformers directory:", "", "```", export, "```"]
     return "\n".join(lines)

@@ -79,9 +79,41 @@ def _search_lines(study: optuna.Study, record: Any, trial: optuna.trial.FrozenTr
     if record.reference:
         lines.append(f"- Reference sample that scales the combined objective: {record.reference['size']} "
                      f"architectures within the budget, drawn with seed {record.reference['seed']}.")
+    parent = trial.user_attrs.get(attr.REFINED_FROM)
+    if parent is not None:
+        lines.append(f"- Refined from trial {parent} by `optuna-wpca refine` (ELM's refinement: heads that repeat "
+                     "each other dropped by CKA where the space has head genes, FFN widths moved to the PCA dims of "
+                     "their activations, within the budget), then scored as this trial.")
     if record.ga:
-        lines.append("- GA: " + ", ".join(f"{k} {v}" for k, v in record.ga.items()) + ".")
+        settings = ", ".join(f"{k} {v}" for k, v in record.ga.items())
+        generation = _generation(study, parent if parent is not None else trial.number)
+        reached = _generations_reached(study)
+        found = (f"trial {parent}, the one refined," if parent is not None else "this trial") + " came from "
+        where = (f"generation {generation} of the {reached} generations the study has run" if generation is not None
+                 else f"the enqueued trials (the study has run {reached} generations)")
+        lines.append(f"- GA (W-PCA paper, Appendix E): {settings}; {found}{where}.")
     return lines
+
+
+def _generation(study: optuna.Study, number: int) -> int | None:
+    """The GA generation trial ``number`` was sampled in (``None``: not sampled by the GA)."""
+    from optuna_wpca.sampler import WPCASampler
+
+    key = WPCASampler._get_generation_key()
+    for t in study.get_trials(deepcopy=False):
+        if t.number == number:
+            value = t.system_attrs.get(key)
+            return int(value) if value is not None else None
+    return None
+
+
+def _generations_reached(study: optuna.Study) -> int:
+    """How many GA generations the study holds trials of."""
+    from optuna_wpca.sampler import WPCASampler
+
+    key = WPCASampler._get_generation_key()
+    found = [t.system_attrs[key] for t in study.get_trials(deepcopy=False) if key in t.system_attrs]
+    return int(max(found)) + 1 if found else 0
 
 
 def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any, arch: Any, *, trained: bool,

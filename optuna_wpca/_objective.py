@@ -11,12 +11,13 @@ import torch
 
 from optuna_wpca import _attributes as attr
 from optuna_wpca._budget import Budget
+from optuna_wpca._claim import StudyClaim
 from optuna_wpca._dashboard import save_study_note, upload_architecture
 from optuna_wpca._record import SearchRecord, record_search
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import (
     DEFAULT_ETA, DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, compute_proxy, draw_reference,
-    get_proxy,
+    get_proxy, missing_options,
 )
 from optuna_wpca.spaces import SearchSpace
 
@@ -99,6 +100,11 @@ class ZeroCostObjective:
         ['architecture', 'cached', 'feasible']
     """
 
+    #: Seconds between a claim on the reference sample and its read-back, and between looks of a
+    #: worker waiting for another one's sample (see :meth:`reference`).
+    claim_settle = 1.0
+    claim_poll = 2.0
+
     def __init__(
         self,
         space: SearchSpace,
@@ -126,6 +132,11 @@ class ZeroCostObjective:
             raise ValueError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
         self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         check_proxy_options(proxy_options, self.proxies)
+        for name in self.proxies:
+            missing = missing_options(name, proxy_options)
+            if missing:
+                raise ValueError(f"proxy {name!r} cannot score without {' and '.join(f'{o}=...' for o in missing)}; "
+                                 f"give {'it' if len(missing) == 1 else 'them'} to ZeroCostObjective")
         self._parts = tuple(dict.fromkeys(p for name in self.proxies for p in get_proxy(name).parts))
         if self._parts and (isinstance(reference_size, bool) or not isinstance(reference_size, int)
                             or reference_size < 2):
@@ -193,30 +204,57 @@ class ZeroCostObjective:
                 f"({', '.join(self._parts)}); use another study name or the recorded settings")
 
     def reference(self, study: optuna.Study | None = None, budget: Budget | None = None,
-                  progress: Any = None) -> ReferenceSample:
+                  progress: Any = None, waiting: Any = None) -> ReferenceSample:
         """The reference sample that scales this objective's combinations: the one ``study`` records,
         else a new draw (recorded in ``study`` when given; ``progress`` is called after each scored
-        architecture)."""
+        architecture).
+
+        Of several workers that start one new study together, one scores the sample and the others
+        wait for it (a :class:`~optuna_wpca._claim.StudyClaim`); ``waiting(done, total)`` is called
+        while they do, with the scoring worker's progress.
+        """
         if study is not None and study.user_attrs.get(attr.REFERENCE) is not None:
             self.check_reference(study)
             return ReferenceSample.from_dict(study.user_attrs[attr.REFERENCE])
         if study is None and None in self._references:
             return self._references[None]
+        if study is not None:
+            claim = StudyClaim(study, attr.REFERENCE_CLAIM, settle=self.claim_settle)
+            while not claim.acquire(self.reference_size):
+                time.sleep(self.claim_poll)
+                if study.user_attrs.get(attr.REFERENCE) is not None:
+                    return self.reference(study)
+                if waiting is not None:
+                    waiting(*(claim.progress() or (0, self.reference_size)))
+            if study.user_attrs.get(attr.REFERENCE) is not None:  # written while this worker claimed
+                claim.release()
+                return self.reference(study)
         budget = budget or self._budget
         _logger.info("scoring a reference sample of %d architectures (%s) to scale %s", self.reference_size,
                      ", ".join(self._parts), ", ".join(self.proxies))
+        scored = 0
 
         def score_parts(arch: Any) -> dict[str, float]:
+            nonlocal scored
             model = self.space.build(arch, seed=self.seed, device=self.device)
-            return {p: compute_proxy(p, model, self.batch, **self.proxy_options).value for p in self._parts}
+            out = {p: compute_proxy(p, model, self.batch, **self.proxy_options).value for p in self._parts}
+            scored += 1
+            if study is not None:
+                claim.refresh(scored, self.reference_size)
+            return out
 
-        reference = draw_reference(self._parts, self.space.sample, score_parts, size=self.reference_size,
-                                   seed=self.reference_seed, fits=lambda a: budget.contains(self.space.num_params(a)),
-                                   to_params=self.space.to_params, progress=progress)
-        if study is None:
-            self._references[None] = reference
-        else:
-            study.set_user_attr(attr.REFERENCE, reference.to_dict())
+        try:
+            reference = draw_reference(self._parts, self.space.sample, score_parts, size=self.reference_size,
+                                       seed=self.reference_seed,
+                                       fits=lambda a: budget.contains(self.space.num_params(a)),
+                                       to_params=self.space.to_params, progress=progress)
+            if study is None:
+                self._references[None] = reference
+            else:
+                study.set_user_attr(attr.REFERENCE, reference.to_dict())
+        finally:
+            if study is not None:
+                claim.release()
         return reference
 
     @property

@@ -264,7 +264,7 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_finishes_the_search(tmp_path, space_fi
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "Traceback" not in err and "stopping after the running trial" in err
+    assert "Traceback" not in err and "stopping at the next safe point" in err
     assert "run the same command again to finish" in err
     states = _states(url)
     assert states["RUNNING"] == 0 and states["COMPLETE"] < 400

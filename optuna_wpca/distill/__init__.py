@@ -2,7 +2,7 @@
 
 from optuna_wpca.distill._losses import Projections, dist_loss, kd_loss, pkd_loss, soft_cross_entropy
 from optuna_wpca.distill._mapping import layer_mapping
-from optuna_wpca.distill._models import load_teacher
+from optuna_wpca.distill._models import bundled_teacher_path, load_teacher
 from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, load_text_corpus
@@ -50,6 +50,7 @@ __all__ = [
     "load_glue_files",
     "load_task",
     "load_text_corpus",
+    "bundled_teacher_path",
     "load_teacher",
     "pretrain_mlm",
     "soft_cross_entropy",

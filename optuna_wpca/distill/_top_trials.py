@@ -57,6 +57,9 @@ class DistillationObjective:
                  hyperparameters: Callable[[optuna.Trial], dict[str, Any]] | None = None, tokenizer: Any = None,
                  checkpoint_root: str | os.PathLike | None = None, save_root: str | os.PathLike | None = None,
                  progress: bool = False) -> None:
+        if space.family != "encoder":
+            raise ValueError(f"distillation trains sequence classifiers from a BERT teacher, which needs an encoder "
+                             f"space; the {space.kind!r} space holds {space.family}s")
         self.space, self.task, self.teacher = space, task, teacher
         self.config = config or TrainConfig()
         self.hyperparameters, self.tokenizer, self.progress = hyperparameters, tokenizer, progress

@@ -336,7 +336,7 @@ def finetune_teacher(
     from optuna_wpca.distill._models import load_teacher, save_model
 
     config = config or TrainConfig(learning_rate=5e-5)
-    model = load_teacher(path, num_labels=task.num_labels, device=config.device)
+    model = load_teacher(path, num_labels=task.num_labels, device=config.device, warn_untrained_head=False)
     if tokenizer is None and (Path(path) / "tokenizer.json").is_file():
         tokenizer = load_tokenizer(str(path))
     result = train(model, task, config, tokenizer=tokenizer, progress=progress)

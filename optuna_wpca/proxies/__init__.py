@@ -28,6 +28,7 @@ from optuna_wpca.proxies._registry import (
     get_proxy,
     list_base_proxies,
     list_proxies,
+    missing_options,
     register_combination,
     register_proxy,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "layer_pca_dims",
     "layer_spectra",
     "list_proxies",
+    "missing_options",
     "operation_counts",
     "pca_dim",
     "register_proxy",

@@ -34,6 +34,9 @@ from optuna_wpca.proxies._hardware import measurement_input
 from optuna_wpca.proxies._registry import ProxyResult, compute_proxy, register_proxy
 
 FEATURES = ("matmul_gflop", "attention_gflop", "layers", "intercept")
+#: Below this Kendall tau against held-out timings, a latency model ranks candidates too poorly to
+#: steer a Pareto front: calibration and the search that loads it say so.
+MIN_HOLDOUT_TAU = 0.5
 _MATMUL = ("addmm", "mm", "linear", "matmul")
 _ATTENTION = ("bmm", "baddbmm", "_scaled_dot_product", "scaled_dot_product")
 
@@ -101,9 +104,20 @@ class LatencyModel:
         return cls(dict(raw["coefficients"]), raw["device"], tuple(raw.get("input", (1, 128))),
                    dict(raw.get("calibration", {})))
 
+    @property
+    def holdout_tau(self) -> float | None:
+        """Kendall tau of the predictions against held-out timings (``None``: unknown or undefined)."""
+        tau = self.calibration.get("holdout_kendall_tau")
+        return float(tau) if isinstance(tau, (int, float)) and tau == tau else None
+
+    @property
+    def reliable(self) -> bool:
+        """Whether the held-out Kendall tau is known and at least :data:`MIN_HOLDOUT_TAU`."""
+        return self.holdout_tau is not None and self.holdout_tau >= MIN_HOLDOUT_TAU
+
     def save(self, path: str | Path) -> None:
-        """Write the model as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        """Write the model as JSON (strict JSON: an undefined statistic is ``null``, never ``NaN``)."""
+        Path(path).write_text(json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> LatencyModel:
@@ -116,6 +130,17 @@ class LatencyModel:
             return cls.from_dict(json.loads(path.read_text()))
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise ValueError(f"latency model {str(path)!r} is not one calibrate-latency wrote: {err}") from None
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by ``None``."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def calibrate_latency_model(
@@ -162,19 +187,21 @@ def calibrate_latency_model(
     x, y = np.asarray(rows), np.asarray(measured)
     coef, _ = nnls(x[:n], y[:n])
     predicted = x[n:] @ coef
-    tau = float(kendalltau(predicted, y[n:])[0])
+    tau = float(kendalltau(predicted, y[n:])[0])  # NaN when the predictions are all equal
     error = float(np.median(np.abs(predicted - y[n:]) / y[n:]))
     return LatencyModel(
         dict(zip(FEATURES, (float(c) for c in coef))),
         f"{torch.device(device)} ({platform.machine()}, {platform.processor() or platform.system()}, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads)",
         (1, 128),
-        {"fitted_on": n, "holdout": holdout, "seed": seed, "repeats": repeats, "holdout_kendall_tau": tau,
-         "holdout_median_relative_error": error, "space": space.to_dict()},
+        {"fitted_on": n, "holdout": holdout, "seed": seed, "repeats": repeats,
+         "holdout_kendall_tau": tau if tau == tau else None, "holdout_median_relative_error": error,
+         "space": space.to_dict()},
     )
 
 
 @register_proxy("predicted_latency", needs_grad=False, direction="minimize", unit="ms", zero_cost=False,
+                requires=("latency_model",),
                 description="latency in ms predicted from operation counts by a calibrated LatencyModel "
                             "(batch 1, 128 tokens); does not depend on the machine's load")
 def predicted_latency(model: CandidateModel, batch: TextBatch, *, latency_model: LatencyModel | None = None,

@@ -37,11 +37,22 @@ class ProxySpec:
     parts: tuple[str, ...] = ()
     #: The unit of the value ("ms", "MiB"), empty for a unitless score; shown wherever the value is.
     unit: str = ""
+    #: Options the proxy cannot score without (``supernet`` needs ``supernet=DIR``): an objective
+    #: given the proxy without them is refused before any study is touched.
+    required: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         """The name with its unit, as axes and tables show it: ``latency (ms)``."""
         return f"{self.name} ({self.unit})" if self.unit else self.name
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The options this proxy (a combination: any of its parts) cannot score without."""
+        own = list(self.required)
+        for part in self.parts:
+            own += get_proxy(part).requires
+        return tuple(dict.fromkeys(own))
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -68,10 +79,11 @@ def set_combination_factory(factory: Callable[[str], ProxySpec]) -> None:
 
 def register_proxy(
     name: str, *, needs_grad: bool, description: str, direction: str = "maximize", zero_cost: bool = True,
-    unit: str = "",
+    unit: str = "", requires: tuple[str, ...] = (),
 ) -> Callable[[ProxyFn], ProxyFn]:
     """Register ``fn(model, batch, *, option=...) -> ProxyResult`` under ``name``; ``direction`` is
-    ``"minimize"`` for a proxy where lower is better (latency, memory).
+    ``"minimize"`` for a proxy where lower is better (latency, memory); ``requires`` names the
+    keyword options it cannot score without.
 
     Example:
         >>> @register_proxy("depth_doc_example", needs_grad=False, description="layers")
@@ -86,7 +98,11 @@ def register_proxy(
             raise ValueError(f"a proxy named {name!r} is already registered")
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-        _REGISTRY[name] = ProxySpec(name, fn, needs_grad, description, direction, zero_cost, unit=unit)
+        spec = ProxySpec(name, fn, needs_grad, description, direction, zero_cost, unit=unit, required=tuple(requires))
+        unknown = [o for o in spec.required if o not in spec.options]
+        if unknown:
+            raise ValueError(f"proxy {name!r} requires {', '.join(unknown)}, which its function does not take")
+        _REGISTRY[name] = spec
         return fn
 
     return decorate
@@ -123,6 +139,11 @@ def get_proxy(name: str) -> ProxySpec:
         return _COMBINATIONS[name]
     raise ValueError(f"unknown proxy {name!r}; registered proxies: {', '.join(_REGISTRY)} (or a combination "
                      "of them joined by '+')")
+
+
+def missing_options(name: str, options: dict[str, Any]) -> list[str]:
+    """The options proxy ``name`` cannot score without that ``options`` leaves out (or sets to None)."""
+    return [o for o in get_proxy(name).requires if options.get(o) is None]
 
 
 def compute_proxy(name: str, model: CandidateModel, batch: TextBatch, **options: Any) -> ProxyResult:

@@ -8,7 +8,7 @@ from optuna_wpca._text import TextBatch
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
 
 
-@register_proxy("supernet", needs_grad=False, zero_cost=False,
+@register_proxy("supernet", needs_grad=False, zero_cost=False, requires=("supernet",),
                 description="minus the KD loss of the weights inherited from a trained supernet (ELM's one-shot path)")
 def supernet_proxy(model: nn.Module, batch: TextBatch, *, supernet: str | None = None) -> ProxyResult:
     """Minus the KD loss (teacher of the supernet, Appendix F feature losses) of ``model``'s path with

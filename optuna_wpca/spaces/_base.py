@@ -179,6 +179,15 @@ class SearchSpace(abc.ABC):
         """The smallest parameter count of any candidate (for budget checks)."""
         return min(self.num_params(arch, count) for arch in self._smallest_candidates())
 
+    def max_params(self, count: str | None = None) -> int | None:
+        """The largest parameter count of any candidate (``None`` for a space that does not say)."""
+        counts = [self.num_params(arch, count) for arch in self._largest_candidates()]
+        return max(counts) if counts else None
+
+    def _largest_candidates(self) -> Sequence[Architecture]:
+        """Candidates among which the largest one lies (none: the space does not say)."""
+        return ()
+
     @abc.abstractmethod
     def widest_ffn(self) -> int:
         """The widest FFN any candidate has (a PCA over fewer tokens than this is capped by them)."""

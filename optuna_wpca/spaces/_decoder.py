@@ -185,5 +185,9 @@ class DecoderSpace(SearchSpace):
         n, h = min(self.num_layers_choices), min(self.hidden_sizes)
         return [Architecture(h, (DecoderLayerConfig(self.heads[0], min(self.ffn_sizes)),) * n)]
 
+    def _largest_candidates(self) -> list[Architecture]:
+        n, h = max(self.num_layers_choices), max(self.hidden_sizes)
+        return [Architecture(h, (DecoderLayerConfig(self.heads[0], max(self.ffn_sizes)),) * n)]
+
     def describe(self, arch: Architecture) -> list[str]:
         return [f"width {arch.hidden_size} heads {layer.heads} ffn {layer.ffn_size}" for layer in arch.layers]

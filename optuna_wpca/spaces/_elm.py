@@ -98,6 +98,11 @@ class ELMSpace(WPCASpace):
             WPCALayerConfig(layer.block, layer.ffn_size, max(self._head_choices(layer.block))) for layer in a.layers))
             for a in super()._smallest_candidates()]
 
+    def _largest_candidates(self) -> list[Architecture]:
+        return [Architecture(self.hidden_size, tuple(
+            WPCALayerConfig(layer.block, layer.ffn_size, max(self._head_choices(layer.block))) for layer in a.layers))
+            for a in super()._largest_candidates()]
+
     def describe(self, arch: Architecture) -> list[str]:
         return [f"{layer.block:<10} ffn {layer.ffn_size:<4} heads {layer.heads}" for layer in arch.layers]
 

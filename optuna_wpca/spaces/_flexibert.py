@@ -261,6 +261,20 @@ class FlexiBERTSpace(SearchSpace):
             out.append(Architecture(h, (smallest,) * min(self.num_layers_choices)))
         return out
 
+    def _largest_candidates(self) -> list[Architecture]:
+        out = []
+        for h in self.hidden_sizes:
+            options = [
+                FlexiBERTLayerConfig(*_split_operation(op), n, f, s)
+                for op in self.operations
+                for n in self.heads
+                for f in self.ffn_sizes
+                for s in self.num_ffn_choices
+            ]
+            largest = max(options, key=lambda layer: self._mixing_params(h, layer) + self._ffn_params(h, layer))
+            out.append(Architecture(h, (largest,) * max(self.num_layers_choices)))
+        return out
+
     def describe(self, arch: Architecture) -> list[str]:
         return [
             f"{layer.operation}:{layer.parameter:<4} heads {layer.heads} ffn {layer.ffn_size} x{layer.num_ffn}"

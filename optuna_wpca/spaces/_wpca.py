@@ -195,6 +195,13 @@ class WPCASpace(SearchSpace):
         )
         return [Architecture(self.hidden_size, (per_layer,) * self.num_layers)]
 
+    def _largest_candidates(self) -> list[Architecture]:
+        per_layer = max(
+            (WPCALayerConfig(b, self.ffn_unit * k) for b in self.blocks for k in self.ffn_mults),
+            key=self._layer_params,
+        )
+        return [Architecture(self.hidden_size, (per_layer,) * self.num_layers)]
+
     def describe(self, arch: Architecture) -> list[str]:
         return [f"{layer.block:<10} ffn {layer.ffn_size}" for layer in arch.layers]
 
