@@ -77,6 +77,48 @@ def _with_installed_driver(url: str) -> str:
                      "(psycopg2) or psycopg")
 
 
+def check_storage_url(url: str) -> None:
+    """Refuse, without creating or writing anything, a storage URL that cannot be opened: a malformed
+    one, a file in a folder that does not exist, an existing SQLite file that is not a sound database,
+    a database whose driver is not installed. (A server that does not answer shows only on opening.)
+
+    Example:
+        >>> check_storage_url("sqlite:/nope")
+        Traceback (most recent call last):
+        ...
+        ValueError: storage URL 'sqlite:/nope' is malformed; expected e.g. sqlite:///optuna_wpca.db
+    """
+    malformed = ValueError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
+    if "://" not in url:
+        raise malformed
+    if url.startswith("journal://"):
+        path = Path(url[len("journal://"):])
+        if not str(path) or path.is_dir():
+            raise ValueError(f"journal storage {url!r} must name a file, e.g. journal://optuna_wpca.log")
+        if not path.resolve().parent.is_dir():
+            raise ValueError(f"the folder of journal file {str(path)!r} does not exist")
+        return
+    if url.startswith("sqlite:"):
+        if not url.startswith("sqlite:///"):
+            raise malformed
+        if _sqlite_file(url):
+            path = Path(url[len("sqlite:///"):])
+            if not path.resolve().parent.is_dir():
+                raise ValueError(f"the folder of storage file {str(path)!r} does not exist")
+            _check_sqlite_file(str(path))
+        return
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        make_url(_with_installed_driver(url)).get_dialect()
+    except ArgumentError:
+        raise malformed from None
+    except (NoSuchModuleError, ImportError) as err:
+        raise ValueError(f"storage URL {url!r} names a database or driver that is not installed: "
+                         f"{str(err).splitlines()[0]}") from None
+
+
 def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url``: ``journal://FILE`` for a journal file, else an RDB URL
     (``sqlite:///FILE``, ``postgresql+psycopg2://...``, ``mysql+pymysql://...``).
@@ -85,8 +127,7 @@ def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
     it is); a bare ``postgresql://`` URL gets the installed driver; ``rdb_kwargs`` go to
     :class:`optuna.storages.RDBStorage` (heartbeats, say).
     """
-    if "://" not in url:
-        raise ValueError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
+    check_storage_url(url)
     if url.startswith("journal://"):
         from optuna.storages.journal import JournalFileBackend
 

@@ -340,3 +340,35 @@ def test_a_live_claim_holds_and_a_stale_one_is_taken_over():
     assert impatient.acquire() and study.user_attrs["k"]["owner"] == impatient.owner
     first.release()  # not the holder any more: leaves the claim alone
     assert study.user_attrs["k"]["owner"] == impatient.owner
+
+
+# -- Ctrl-C while the reference sample is scored --------------------------------------------------------------------
+
+def test_ctrl_c_during_the_reference_sample_stops_and_records_nothing_half_done(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    args = _search_args(tmp_path, url, "c", "--n-trials", "4", "--reference-size", "400", space=DECODER)
+    args.remove("--quiet")  # the progress line is what says the sample is being scored
+    proc = subprocess.Popen([sys.executable, "-m", "optuna_wpca.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)
+    reader.start()
+    deadline = time.time() + 300  # however busy the machine: wait for the stage, not for a number of seconds
+    while not re.search(r"reference sample:\s+\d+%.*\s([1-9]\d*)/400", "".join(err)):
+        assert proc.poll() is None and time.time() < deadline, "".join(err)
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    sent = time.time()
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    text = "".join(err)
+    assert proc.returncode == 130, text
+    assert time.time() - sent < 30, f"stopped {time.time() - sent:.1f} s after Ctrl-C"
+    assert "stopped while scoring the reference sample" in text and "Traceback" not in text
+    study = optuna.load_study(study_name="c", storage=url)
+    assert attr.REFERENCE not in study.user_attrs and study.user_attrs[attr.REFERENCE_CLAIM] is None
+    assert not study.trials

@@ -11,6 +11,16 @@ from optuna_wpca.cli._errors import CLIError
 HEARTBEAT_INTERVAL, GRACE_PERIOD = 5, 15
 
 
+def check_storage(url: str) -> None:
+    """``url`` checked without creating anything (see :func:`optuna_wpca._storage.check_storage_url`)."""
+    from optuna_wpca._storage import check_storage_url
+
+    try:
+        check_storage_url(url)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+
+
 def open_storage(url: str, *, heartbeat: bool = False):
     """An Optuna storage for ``url`` (see :func:`optuna_wpca.open_storage`); a malformed or
     unreachable one is a one-line ``CLIError``. With ``heartbeat`` (the search), an RDB storage

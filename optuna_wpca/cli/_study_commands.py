@@ -13,7 +13,7 @@ from pathlib import Path
 
 from optuna_wpca import _attributes as attr
 from optuna_wpca.cli._errors import CLIError
-from optuna_wpca.cli._storage import open_storage
+from optuna_wpca.cli._storage import check_storage, open_storage
 
 
 def _search_from_args(args: argparse.Namespace):
@@ -61,7 +61,7 @@ def _search(args: argparse.Namespace, stop: "_StopOnInterrupt") -> int:
     space, budget = _search_from_args(args)
     _warn_loose_budget(space, budget)
     proxies, options = _proxy_settings(args, space)  # refusals here write nothing and build nothing
-    storage = open_storage(args.storage, heartbeat=True)  # a bad URL is said before the minibatch is cut
+    check_storage(args.storage)  # a bad URL is said before the minibatch is cut, and creates nothing
     sampler_seed = args.sampler_seed if args.sampler_seed is not None else secrets.randbelow(2**31)
     sampler = WPCASampler(
         space, budget=budget, population_size=args.population_size,
@@ -70,6 +70,7 @@ def _search(args: argparse.Namespace, stop: "_StopOnInterrupt") -> int:
     )
     objective = _objective_from_args(args, space, proxies, options)
     stop.check("before the study was opened; nothing was written")
+    storage = open_storage(args.storage, heartbeat=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name,
                                 sampler=sampler, directions=objective.directions, load_if_exists=True)
     objective.record(study, budget, ga=sampler.settings)  # another search's study: one line, nothing written
@@ -247,7 +248,7 @@ def _optimize(study, objective, target: int, args: argparse.Namespace, stop: "_S
 
 #: With ``--write-every N``, finished trials are also written once this many seconds have passed since
 #: the last write, so that what a Ctrl-C has to write on the way out stays small whatever N is.
-BATCH_SECONDS = 10.0
+BATCH_SECONDS = 5.0
 
 
 class _Stopped(Exception):

@@ -117,12 +117,35 @@ def synaptic_diversity(model: CandidateModel, batch: TextBatch, *, seed: int = 0
                 description="Abdelfattah et al. 2020: sum of |dL/dW * W| over the FFN weights")
 def synaptic_saliency(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
     """Sum over FFN linears of abs(weight x gradient) (masked-LM loss)."""
-    with _scoring(model):
+    linears = _ffn_linears(model)
+    with _scoring(model), gradients_only_for(model, [lin.weight for lin in linears]):
         loss, _ = mlm_loss(model, batch, seed=seed)
         loss.backward()
-        total = sum(float((lin.weight.grad * lin.weight.detach()).abs().sum())
-                    for lin in _ffn_linears(model) if lin.weight.grad is not None)
+        total = saliency_of(linears)
     return ProxyResult(total, {"loss": loss.item()})
+
+
+def saliency_of(linears: list[nn.Linear]) -> float:
+    """Sum of abs(weight x gradient) over ``linears`` (after a backward pass)."""
+    return sum(float((lin.weight.grad * lin.weight.detach()).abs().sum())
+               for lin in linears if lin.weight.grad is not None)
+
+
+@contextlib.contextmanager
+def gradients_only_for(model: nn.Module, wanted: list[torch.Tensor]) -> Iterator[None]:
+    """Within the block, only the ``wanted`` parameters of ``model`` require gradients (restored
+    after): a backward pass then computes the gradients a proxy reads and the activations' ones that
+    lead to them, not the weight gradients of the rest (the tied vocabulary projection's among them,
+    the largest product of a decoder's pass). The gradients of ``wanted`` are the same."""
+    wanted_ids = {id(p) for p in wanted}
+    switched = [p for p in model.parameters() if id(p) not in wanted_ids and p.requires_grad]
+    for p in switched:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in switched:
+            p.requires_grad_(True)
 
 
 @register_proxy("activation_distance", needs_grad=False,

@@ -6,7 +6,7 @@ import concurrent.futures
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -221,66 +221,99 @@ class _LastFFNDone(Exception):
     """Raised by the last FFN hook: nothing the model computes after it is needed."""
 
 
-def layer_covariances(model: CandidateModel, batch: TextBatch) -> list[FFNCovariance]:
-    """The covariance of every layer's FFN first-linear output, from one forward pass without
-    gradients (padding positions, if the mask has any, left out).
+class CovarianceRecorder:
+    """Forward hooks that take the covariance of every layer's FFN first-linear output as a forward
+    pass goes by (padding positions, if the mask has any, left out): a context manager around a
+    forward pass that the caller runs, with or without gradients (the covariances never carry any).
 
     A widening linear whose factored form is cheaper (see :class:`FFNCovariance`) is read at its
-    input, before it runs; the others at their output. The pass stops once the last layer's FFN
-    has given what is needed: the rest of the model would only be thrown away.
+    input, before it runs; the others at their output. With ``stop_early``, the last layer's hook
+    raises :class:`_LastFFNDone` (the rest of a forward pass would only be thrown away).
     """
-    layers = model.ffn_input_linears()
-    keep = batch.attention_mask.reshape(-1).bool()
-    tokens = int(keep.sum())
-    keep = None if bool(keep.all()) else keep.to(next(model.parameters()).device)
-    covariances: list[FFNCovariance | None] = [None] * len(layers)
-    errors: list[str] = []
 
-    def rows(t: torch.Tensor) -> torch.Tensor:
-        t = t.reshape(-1, t.shape[-1])
-        return t if keep is None else t[keep]
+    def __init__(self, model: CandidateModel, batch: TextBatch, *, stop_early: bool = False) -> None:
+        self.model, self.stop_early = model, stop_early
+        self.layers = model.ffn_input_linears()
+        keep = batch.attention_mask.reshape(-1).bool()
+        self.tokens = int(keep.sum())
+        self.keep = None if bool(keep.all()) else keep.to(next(model.parameters()).device)
+        self.covariances: list[FFNCovariance | None] = [None] * len(self.layers)
+        self.errors: list[str] = []
+        self._handles: list[Any] = []
 
-    def record(i: int, make) -> None:
+    def _rows(self, t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().reshape(-1, t.shape[-1])
+        return t if self.keep is None else t[self.keep]
+
+    def _record(self, i: int, make) -> None:
         try:
-            covariances[i] = make()
+            with torch.no_grad():
+                self.covariances[i] = make()
         except ValueError as err:
-            errors.append(f"layer {i}: {err}")
-        if i == len(layers) - 1:
+            self.errors.append(f"layer {i}: {err}")
+        if self.stop_early and i == len(self.layers) - 1:
             raise _LastFFNDone
 
-    def input_hook(i: int):
-        def hook(module: torch.nn.Linear, inputs: tuple[torch.Tensor, ...]) -> None:
-            record(i, lambda: FFNCovariance(covariance(rows(inputs[0])), module.weight.detach()))
+    def __enter__(self) -> CovarianceRecorder:
+        def input_hook(i: int):
+            def hook(module: torch.nn.Linear, inputs: tuple[torch.Tensor, ...]) -> None:
+                self._record(i, lambda: FFNCovariance(covariance(self._rows(inputs[0])), module.weight.detach()))
 
-        return hook
+            return hook
 
-    def output_hook(i: int):
-        def hook(_module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
-            record(i, lambda: FFNCovariance(covariance(rows(output))))
+        def output_hook(i: int):
+            def hook(_module: torch.nn.Module, _inputs: object, output: torch.Tensor) -> None:
+                self._record(i, lambda: FFNCovariance(covariance(self._rows(output))))
 
-        return hook
+            return hook
 
-    handles = []
-    for i, linear in enumerate(layers):
-        if _input_side_is_cheaper(tokens, linear.in_features, linear.out_features):
-            handles.append(linear.register_forward_pre_hook(input_hook(i)))
-        else:
-            handles.append(linear.register_forward_hook(output_hook(i)))
+        for i, linear in enumerate(self.layers):
+            if _input_side_is_cheaper(self.tokens, linear.in_features, linear.out_features):
+                self._handles.append(linear.register_forward_pre_hook(input_hook(i)))
+            else:
+                self._handles.append(linear.register_forward_hook(output_hook(i)))
+        return self
+
+    def __exit__(self, exc_type: Any, *_exc: object) -> bool:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        return exc_type is _LastFFNDone  # the early stop is how a pass ends, not an error
+
+    def result(self) -> list[FFNCovariance]:
+        """The covariances, in layer order; a clear error for a layer that gave none."""
+        if self.errors:
+            raise ValueError("W-PCA cannot score this candidate: " + "; ".join(self.errors))
+        missing = [i for i, c in enumerate(self.covariances) if c is None]
+        if missing:
+            raise ValueError(f"W-PCA cannot score this candidate: the pass never reached the FFN of layers {missing}")
+        return self.covariances  # type: ignore[return-value]
+
+
+def layer_covariances(model: CandidateModel, batch: TextBatch) -> list[FFNCovariance]:
+    """The covariance of every layer's FFN first-linear output, from one forward pass without
+    gradients that stops once the last layer's FFN has given what is needed (see
+    :class:`CovarianceRecorder`)."""
     was_training = model.training
     try:
         model.eval()
         device = next(model.parameters()).device
-        with torch.inference_mode():
+        with CovarianceRecorder(model, batch, stop_early=True) as recorder, torch.inference_mode():
             model(**batch.to(device).as_kwargs())
-    except _LastFFNDone:
-        pass
     finally:
-        for handle in handles:
-            handle.remove()
         model.train(was_training)
-    if errors:
-        raise ValueError("W-PCA cannot score this candidate: " + "; ".join(errors))
-    return covariances  # type: ignore[return-value]
+    return recorder.result()
+
+
+def layer_etas(model: CandidateModel, eta: float, eta_mobilebert: float | None) -> list[float]:
+    """Each layer's threshold: ``eta_mobilebert`` for MobileBERT blocks when given, else ``eta``."""
+    eta = check_eta(eta)
+    if eta_mobilebert is not None:
+        check_eta(eta_mobilebert, "eta_mobilebert")
+    return [
+        eta_mobilebert if eta_mobilebert is not None and getattr(cfg, "block", None) == "mobilebert" else eta
+        for cfg in model.config.layers
+    ]
 
 
 def layer_spectra(model: CandidateModel, batch: TextBatch) -> list[torch.Tensor]:
@@ -298,13 +331,7 @@ def layer_pca_dims(
     ``eta_mobilebert`` gives MobileBERT blocks their own threshold (the W-PCA reference code uses
     0.9 there, the paper 0.99 everywhere); ``None`` uses ``eta``.
     """
-    eta = check_eta(eta)
-    if eta_mobilebert is not None:
-        check_eta(eta_mobilebert, "eta_mobilebert")
-    etas = [
-        eta_mobilebert if eta_mobilebert is not None and getattr(cfg, "block", None) == "mobilebert" else eta
-        for cfg in model.config.layers
-    ]
+    etas = layer_etas(model, eta, eta_mobilebert)
     return [dim_from_spectrum(eig, e) for eig, e in zip(layer_spectra(model, batch), etas)]
 
 
