@@ -16,8 +16,8 @@ from optuna_wpca._dashboard import save_study_note, upload_architecture
 from optuna_wpca._record import SearchRecord, record_search
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import (
-    DEFAULT_ETA, DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, compute_proxy, draw_reference,
-    get_proxy, missing_options,
+    DEFAULT_ETA, DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, compute_parts, compute_proxy,
+    draw_reference, get_proxy, missing_options,
 )
 from optuna_wpca.spaces import SearchSpace
 
@@ -237,7 +237,7 @@ class ZeroCostObjective:
         def score_parts(arch: Any) -> dict[str, float]:
             nonlocal scored
             model = self.space.build(arch, seed=self.seed, device=self.device)
-            out = {p: compute_proxy(p, model, self.batch, **self.proxy_options).value for p in self._parts}
+            out = {p: r.value for p, r in compute_parts(self._parts, model, self.batch, **self.proxy_options).items()}
             scored += 1
             if study is not None:
                 claim.refresh(scored, self.reference_size)

@@ -32,6 +32,7 @@ from optuna_wpca.proxies._registry import (
     register_combination,
     register_proxy,
 )
+from optuna_wpca.proxies._shared_pass import compute_parts
 
 __all__ = [
     "DEFAULT_ETA",
@@ -49,6 +50,7 @@ __all__ = [
     "ProxySpec",
     "calibrate_latency_model",
     "check_proxy_options",
+    "compute_parts",
     "compute_proxy",
     "dim_from_spectrum",
     "get_proxy",

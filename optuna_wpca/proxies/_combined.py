@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from optuna_wpca.proxies._registry import (
-    ProxyResult, ProxySpec, compute_proxy, get_proxy, list_base_proxies, register_combination,
-    set_combination_factory,
+    ProxyResult, ProxySpec, get_proxy, list_base_proxies, register_combination, set_combination_factory,
 )
+from optuna_wpca.proxies._shared_pass import compute_parts
 
 if TYPE_CHECKING:
     from optuna_wpca._text import TextBatch
@@ -135,8 +135,7 @@ def _combination_fn(parts: tuple[str, ...]) -> Callable[..., ProxyResult]:
             raise ValueError(f"the combination {'+'.join(parts)!r} needs a reference sample (ReferenceSample): "
                              "ZeroCostObjective draws and records one in the study")
         values, kept = {}, {}
-        for part in parts:
-            result = compute_proxy(part, model, batch, **options)
+        for part, result in compute_parts(parts, model, batch, **options).items():
             values[part] = result.value
             kept.update({k: v for k, v in result.parts.items() if k in _KEPT_PARTS})
         value, scores = combine(parts, values, reference)
