@@ -186,10 +186,37 @@ class ZeroCostObjective:
         latency = self.proxy_options.get("latency_model")
         record = record_search(study, self.space, budget or self._budget, proxies=self.proxies, batch=self.batch,
                                init_seed=self.seed, eta=self.proxy_options.get("eta", DEFAULT_ETA),
-                               latency_model=latency.to_dict() if latency is not None else None, ga=ga,
-                               directions=self.directions)
+                               latency_model=latency.to_dict() if latency is not None else None,
+                               proxy_options=self.recorded_options(), ga=ga, directions=self.directions)
         save_study_note(study, record)
         return record
+
+    def recorded_options(self) -> dict[str, Any]:
+        """The proxy options recorded in the study besides eta and the latency model (which have their
+        own places): every one given that differs from the proxy's default, so that a resume with
+        another ``reduce``, ``eta_mobilebert``, ``count`` or ``seed`` is refused instead of mixing
+        scores; a value that is no JSON type (a supernet object, say) is recorded by its text."""
+        import json
+
+        import inspect
+
+        defaults: dict[str, Any] = {}
+        for name in self.proxies:
+            spec = get_proxy(name)
+            for fn in [spec.fn] + [get_proxy(p).fn for p in spec.parts]:
+                for param in inspect.signature(fn).parameters.values():
+                    if param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is not inspect.Parameter.empty:
+                        defaults.setdefault(param.name, param.default)
+        out = {}
+        for key, value in self.proxy_options.items():
+            if key in ("eta", "latency_model") or (key in defaults and defaults[key] == value):
+                continue  # eta and the latency model have their own places; a default is no choice
+            try:
+                json.dumps(value)
+                out[key] = value
+            except TypeError:
+                out[key] = str(value)
+        return out
 
     def check_reference(self, study: optuna.Study) -> None:
         """Refuse, before anything is written, a study whose reference sample was drawn otherwise."""

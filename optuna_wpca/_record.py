@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import optuna
@@ -46,6 +46,8 @@ class SearchRecord:
             by hand, or a study recorded before 0.3).
         init_seed: the seed that initialised every candidate.
         eta: the PCA proxies' explained-variance threshold.
+        proxy_options: every other option the proxies scored with (``reduce``, ``eta_mobilebert``,
+            ``count``, ...), empty when they kept their defaults.
         latency_model: the latency model of ``predicted_latency`` (``LatencyModel.to_dict()``).
         ga: WPCASampler's settings (population, parent pool, operator probabilities).
         reference: the reference sample of a combined objective (``ReferenceSample.to_dict()``).
@@ -60,6 +62,7 @@ class SearchRecord:
     minibatch: MinibatchSpec | None = None
     init_seed: int | None = None
     eta: float | None = None
+    proxy_options: dict[str, Any] = field(default_factory=dict)
     latency_model: dict[str, Any] | None = None
     ga: dict[str, Any] | None = None
     reference: dict[str, Any] | None = None
@@ -83,6 +86,7 @@ class SearchRecord:
             out["seed"] = self.init_seed
         if self.eta is not None:
             out["eta"] = self.eta
+        out.update(self.proxy_options)
         if self.latency_model is not None:
             from optuna_wpca.proxies import LatencyModel
 
@@ -93,9 +97,9 @@ class SearchRecord:
 
 
 def _source_attr(minibatch: MinibatchSpec | None, init_seed: int | None, eta: float | None,
-                 latency_model: dict[str, Any] | None) -> dict[str, Any] | None:
+                 latency_model: dict[str, Any] | None, options: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The stored form of where the minibatch came from and the settings that change a value."""
-    if minibatch is None and init_seed is None and eta is None and latency_model is None:
+    if minibatch is None and init_seed is None and eta is None and latency_model is None and not options:
         return None
     out: dict[str, Any] = {}
     if minibatch is not None:
@@ -108,6 +112,8 @@ def _source_attr(minibatch: MinibatchSpec | None, init_seed: int | None, eta: fl
         out["init_seed"] = init_seed
     if eta is not None:
         out["eta"] = eta
+    if options:  # only when set: a study recorded before options were recorded kept the defaults
+        out["options"] = dict(sorted(options.items()))
     if latency_model is not None:
         out["latency_model"] = latency_model
     return json.loads(json.dumps(out))  # as it reads back
@@ -165,6 +171,7 @@ def record_search(
     init_seed: int | None = None,
     eta: float | None = None,
     latency_model: dict[str, Any] | None = None,
+    proxy_options: dict[str, Any] | None = None,
     ga: dict[str, Any] | None = None,
     directions: Sequence[str] | None = None,
 ) -> SearchRecord:
@@ -185,6 +192,7 @@ def record_search(
             where it came from), its :class:`MinibatchSpec`, or only its shape.
         init_seed: the seed that initialises every candidate.
         eta: the PCA proxies' threshold.
+        proxy_options: the proxies' other options that change a value (JSON types), compared on resume.
         latency_model: ``LatencyModel.to_dict()`` of a ``predicted_latency`` search.
         ga: the sampler's settings.
         directions: the directions the proxies need (``"maximize"``/``"minimize"``), checked
@@ -210,7 +218,8 @@ def record_search(
     given = {
         attr.PROXIES: ("proxies", ",".join(proxies) if proxies is not None else None),
         attr.BATCH: ("minibatch", [int(b) for b in shape] if shape is not None else None),
-        attr.MINIBATCH_SOURCE: ("minibatch source or seeds", _source_attr(spec, init_seed, eta, latency_model)),
+        attr.MINIBATCH_SOURCE: ("minibatch source or seeds", _source_attr(spec, init_seed, eta, latency_model,
+                                                                                 proxy_options)),
         attr.GA: ("GA settings", json.loads(json.dumps(ga)) if ga is not None else None),
     }
     for key, (what, value) in given.items():
@@ -289,6 +298,7 @@ def _read(study: optuna.Study, attrs: dict[str, Any], space: SearchSpace) -> Sea
         minibatch=_minibatch_from(source, batch),
         init_seed=source.get("init_seed"),
         eta=source.get("eta"),
+        proxy_options=dict(source.get("options") or {}),
         latency_model=latency,
         ga=attrs.get(attr.GA),
         reference=attrs.get(attr.REFERENCE),

@@ -372,3 +372,38 @@ def test_ctrl_c_during_the_reference_sample_stops_and_records_nothing_half_done(
     study = optuna.load_study(study_name="c", storage=url)
     assert attr.REFERENCE not in study.user_attrs and study.user_attrs[attr.REFERENCE_CLAIM] is None
     assert not study.trials
+
+
+# -- every proxy option is recorded and compared on resume ---------------------------------------------------------
+
+def test_a_resume_with_another_proxy_option_is_refused_and_defaults_are_no_choice():
+    batch = text_batch(batch_size=4, seq_len=16)
+    study = optuna.create_study(direction="maximize")
+    study.optimize(ZeroCostObjective(SPACE, batch=batch, reduce="mean", eta_mobilebert=0.9), n_trials=2)
+    source = study.user_attrs[attr.MINIBATCH_SOURCE]
+    assert source["options"] == {"eta_mobilebert": 0.9, "reduce": "mean"}
+    assert optuna_wpca.read_search(study).objective_settings()["reduce"] == "mean"
+    with pytest.raises(ValueError, match=r"options \{'eta_mobilebert': 0.9, 'reduce': 'mean'\} -> "):
+        ZeroCostObjective(SPACE, batch=batch, eta_mobilebert=0.9).record(study)  # what the CLI calls first
+    assert len(study.trials) == 2 and study.user_attrs[attr.MINIBATCH_SOURCE] == source  # nothing written
+    plain = optuna.create_study(direction="maximize")
+    plain.optimize(ZeroCostObjective(SPACE, batch=batch), n_trials=1)
+    plain.optimize(ZeroCostObjective(SPACE, batch=batch, reduce="sum"), n_trials=1)  # the default: same search
+    assert "options" not in plain.user_attrs[attr.MINIBATCH_SOURCE] and len(plain.trials) == 2
+
+
+def test_proxy_options_from_the_cli_are_checked_recorded_and_compared(tmp_path, capsys):
+    db = tmp_path / "o.db"
+    url = f"sqlite:///{db}"
+    assert main(_search_args(tmp_path, url, "o", "--n-trials", "2", "--proxy", "wpca", "--proxy-option",
+                             "redcue=mean")) == 2
+    assert "unknown proxy option 'redcue' for wpca" in capsys.readouterr().err and not db.exists()
+    assert main(_search_args(tmp_path, url, "o", "--n-trials", "2", "--proxy", "wpca", "--proxy-option",
+                             "reduce=mean", "--proxy-option", "eta_mobilebert=0.9")) == 0
+    study = optuna.load_study(study_name="o", storage=url)
+    assert study.user_attrs[attr.MINIBATCH_SOURCE]["options"] == {"eta_mobilebert": 0.9, "reduce": "mean"}
+    capsys.readouterr()
+    assert main(_search_args(tmp_path, url, "o", "--n-trials", "3", "--proxy", "wpca", "--proxy-option",
+                             "reduce=mean")) == 2
+    assert "eta_mobilebert" in capsys.readouterr().err
+    assert len(optuna.load_study(study_name="o", storage=url).trials) == 2

@@ -138,6 +138,10 @@ def _add_search(sub: Any) -> None:
                         help="a latency model from calibrate-latency, for --proxy predicted_latency (latency "
                         "predicted from operation counts: a Pareto front that does not move with the machine's load)")
     search.add_argument("--eta", type=float, default=None, help=f"PCA variance threshold (default {DEFAULT_ETA})")
+    search.add_argument("--proxy-option", action="append", default=None, metavar="NAME=VALUE",
+                        help="any option a proxy takes (repeatable), e.g. reduce=mean, eta_mobilebert=0.9, "
+                        "count=all; VALUE is read as JSON, else as text; recorded in the study, and a resume with "
+                        "another value is refused (default: the proxies' own)")
     _add_study_options(search, "study name (resumed if it exists)")
     search.add_argument("--n-trials", type=int, default=None,
                         help="finished trials the study should reach: a rerun after a stop finishes the search "
@@ -151,6 +155,9 @@ def _add_search(sub: Any) -> None:
     search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
     search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
     search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
+    search.add_argument("--operators", choices=("paper", "ordinal"), default="paper",
+                        help="GA mutation: paper (a gene takes a uniformly drawn other value; default) or ordinal "
+                        "(numeric genes step along their sorted values, steps shrinking over the generations)")
     search.add_argument("--seed", type=int, default=0,
                         help="initialisation seed of every candidate, the same in every worker (default 0)")
     search.add_argument("--sampler-seed", type=int, default=None,

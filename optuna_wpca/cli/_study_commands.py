@@ -66,7 +66,7 @@ def _search(args: argparse.Namespace, stop: "_StopOnInterrupt") -> int:
     sampler = WPCASampler(
         space, budget=budget, population_size=args.population_size,
         n_generations=args.generations, parent_pool=args.parent_pool, mutation_prob=args.mutation_prob,
-        seed=sampler_seed,
+        operators=args.operators, seed=sampler_seed,
     )
     objective = _objective_from_args(args, space, proxies, options)
     stop.check("before the study was opened; nothing was written")
@@ -142,15 +142,29 @@ def _warn_loose_budget(space, budget) -> None:
 
 def _proxy_settings(args: argparse.Namespace, space) -> tuple[list[str], dict]:
     """The proxies and their options from the command line, every refusal before anything is opened."""
-    from optuna_wpca.proxies import LatencyModel, default_objective, get_proxy, missing_options
+    from optuna_wpca.proxies import LatencyModel, check_proxy_options, default_objective, get_proxy, missing_options
 
     proxies = list(dict.fromkeys(args.proxy or [default_objective(space)]))
     for name in proxies:
         get_proxy(name)  # an unknown proxy, or a combination naming one: one line, nothing written
     options: dict = {} if args.eta is None else {"eta": args.eta}
+    for item in args.proxy_option or ():
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise CLIError(f"--proxy-option {item!r}: expected NAME=VALUE, e.g. reduce=mean")
+        if name.strip() in ("eta", "latency_model"):
+            raise CLIError(f"--proxy-option {name.strip()}: use --{name.strip().replace('_', '-')}")
+        try:
+            options[name.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[name.strip()] = raw
     if args.latency_model:
         options["latency_model"] = LatencyModel.load(args.latency_model)
         _check_latency_model(options["latency_model"], args.latency_model, space)
+    try:
+        check_proxy_options(options, proxies)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
     for name in proxies:
         for option in missing_options(name, options):
             if option in _SEARCH_GIVES:

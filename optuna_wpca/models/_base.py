@@ -103,13 +103,18 @@ class CandidateModel(nn.Module):
     """Base of the candidate encoders.
 
     Subclasses set ``config_class`` and ``model_type`` and define ``embeddings`` (a module)
-    and ``layers`` (an ``nn.ModuleList``), plus ``ffn_input_linears()``.
+    and ``layers`` (an ``nn.ModuleList``), plus ``ffn_input_linears()``; ``ffn_linears()``,
+    ``attention_modules()``, ``is_causal`` and ``classifiable`` have defaults to override. Generic
+    code (proxies, refinement, distillation) reads a candidate through these only.
     """
 
     config_class: ClassVar[type]
     model_type: ClassVar[str]
     #: Whether a sequence-classification head can sit on it (an encoder; a causal decoder cannot).
     classifiable: ClassVar[bool] = True
+    #: Whether a token sees only the tokens before it (a decoder): gradient proxies then take the
+    #: next-token loss on the text as it is, instead of a masked-LM loss.
+    is_causal: ClassVar[bool] = False
     _registry: ClassVar[dict[str, type["CandidateModel"]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -135,6 +140,18 @@ class CandidateModel(nn.Module):
     def ffn_input_linears(self) -> list[nn.Linear]:
         """The first linear map of each layer's FFN, in layer order (where W-PCA looks)."""
         raise NotImplementedError
+
+    def ffn_linears(self) -> list[nn.Linear]:
+        """Every linear map of the layers' feed-forward parts, in layer order (what synaptic saliency
+        reads). The default: each layer's ``ffn_in`` and ``ffn_out``."""
+        return [lin for layer in self.layers for lin in (layer.ffn_in, layer.ffn_out)]
+
+    def attention_modules(self) -> list[nn.Module]:
+        """The softmax attention modules (query/key/value projections; head proxies read them), in
+        layer order; none in a layer that mixes tokens otherwise."""
+        from optuna_wpca.models._attention import SelfAttention
+
+        return [m for m in self.modules() if isinstance(m, SelfAttention)]
 
     def forward(
         self,

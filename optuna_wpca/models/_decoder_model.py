@@ -94,6 +94,7 @@ class DecoderModel(CandidateModel):
     config_class = DecoderConfig
     model_type = "optuna_wpca_decoder"
     classifiable = False
+    is_causal = True
 
     def __init__(self, config: DecoderConfig, *, device: str | torch.device | None = None) -> None:
         super().__init__()

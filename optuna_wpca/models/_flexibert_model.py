@@ -245,3 +245,7 @@ class FlexiBERTModel(CandidateModel):
 
     def ffn_input_linears(self) -> list[nn.Linear]:
         return [layer.ffn.dense_in for layer in self.layers]
+
+    def ffn_linears(self) -> list[nn.Linear]:
+        """Every linear of each layer's FFN stack (``dense_in``, the stack, ``dense_out``)."""
+        return [m for layer in self.layers for m in layer.ffn.modules() if isinstance(m, nn.Linear)]

@@ -23,8 +23,6 @@ from torch import nn
 
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
-from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._decoder_model import DecoderModel
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
 
 MASK_ID = 103
@@ -62,7 +60,7 @@ def mlm_loss(model: CandidateModel, batch: TextBatch, *, seed: int = 0, embeddin
     handle = model.embeddings.register_forward_hook(keep)
     try:
         g = torch.Generator().manual_seed(seed)
-        if isinstance(model, DecoderModel):
+        if model.is_causal:
             hidden = model(ids)
             logits = model.logits(hidden[:, :-1])
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
@@ -81,22 +79,6 @@ def mlm_loss(model: CandidateModel, batch: TextBatch, *, seed: int = 0, embeddin
     return loss, captured["embeddings"]
 
 
-def _attention_modules(model: CandidateModel) -> list[SelfAttention]:
-    return [m for m in model.modules() if isinstance(m, SelfAttention)]
-
-
-def _ffn_linears(model: CandidateModel) -> list[nn.Linear]:
-    """Every linear map inside the layers' feed-forward parts."""
-    out = []
-    for layer in model.layers:
-        ffn = getattr(layer, "ffn", None)
-        if ffn is not None:  # FlexiBERT: dense_in, stack, dense_out
-            out += [m for m in ffn.modules() if isinstance(m, nn.Linear)]
-        else:
-            out += [layer.ffn_in, layer.ffn_out]
-    return out
-
-
 @register_proxy("synaptic_diversity", needs_grad=True,
                 description="Zhou et al. 2022: sum of ||W||_* x ||dL/dW||_* over attention weight matrices")
 def synaptic_diversity(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
@@ -105,7 +87,7 @@ def synaptic_diversity(model: CandidateModel, batch: TextBatch, *, seed: int = 0
         loss, _ = mlm_loss(model, batch, seed=seed)
         loss.backward()
         total = 0.0
-        for attn in _attention_modules(model):
+        for attn in model.attention_modules():
             for lin in (attn.query, attn.key, attn.value):
                 w, g = lin.weight.detach(), lin.weight.grad
                 if g is not None:
@@ -117,7 +99,7 @@ def synaptic_diversity(model: CandidateModel, batch: TextBatch, *, seed: int = 0
                 description="Abdelfattah et al. 2020: sum of |dL/dW * W| over the FFN weights")
 def synaptic_saliency(model: CandidateModel, batch: TextBatch, *, seed: int = 0) -> ProxyResult:
     """Sum over FFN linears of abs(weight x gradient) (masked-LM loss)."""
-    linears = _ffn_linears(model)
+    linears = model.ffn_linears()
     with _scoring(model), gradients_only_for(model, [lin.weight for lin in linears]):
         loss, _ = mlm_loss(model, batch, seed=seed)
         loss.backward()
@@ -200,7 +182,7 @@ def _head_tensors(model: CandidateModel, batch: TextBatch, seed: int, with_grad:
         return hook
 
     handles = []
-    for attn in _attention_modules(model):
+    for attn in model.attention_modules():
         handles.append(attn.probs.register_forward_hook(keep(probs)))
         handles.append(attn.head_outputs.register_forward_hook(keep(outputs)))
     try:

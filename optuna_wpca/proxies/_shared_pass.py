@@ -16,8 +16,7 @@ import torch
 
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
-from optuna_wpca.models._decoder_model import DecoderModel
-from optuna_wpca.proxies._baselines import _ffn_linears, _scoring, gradients_only_for, saliency_of
+from optuna_wpca.proxies._baselines import _scoring, gradients_only_for, saliency_of
 from optuna_wpca.proxies._pca import (
     DEFAULT_ETA, CovarianceRecorder, _reduce, dim_from_spectrum, eigenvalues, layer_etas,
 )
@@ -28,7 +27,7 @@ _PCA_PARTS = ("wpca", "vpca")
 
 
 def _shares_a_pass(parts: Sequence[str], model: CandidateModel, batch: TextBatch) -> bool:
-    return (isinstance(model, DecoderModel) and "synaptic_saliency" in parts
+    return (model.is_causal and "synaptic_saliency" in parts
             and any(p in parts for p in _PCA_PARTS) and bool(batch.attention_mask.bool().all()))
 
 
@@ -38,7 +37,7 @@ def _pca_and_saliency(model: CandidateModel, batch: TextBatch, *, seed: int = 0,
     """W-PCA, V-PCA and synaptic saliency of a decoder from one forward and one backward pass (``seed``
     draws the encoders' masks: a decoder's loss has none)."""
     etas = layer_etas(model, eta, eta_mobilebert)
-    linears = _ffn_linears(model)
+    linears = model.ffn_linears()
     ids = batch.input_ids.to(next(model.parameters()).device)
     with _scoring(model), gradients_only_for(model, [lin.weight for lin in linears]):
         with CovarianceRecorder(model, batch) as recorder:

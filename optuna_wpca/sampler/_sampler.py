@@ -16,7 +16,7 @@ from optuna_wpca._budget import Budget
 from optuna_wpca._record import record_search, recorded_budget
 from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
-from optuna_wpca.sampler._operators import mutate, uniform_crossover
+from optuna_wpca.sampler._operators import OPERATORS, mutate, mutate_ordinal, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.sampler")
@@ -51,6 +51,9 @@ class WPCASampler(BaseGASampler):
         crossover_prob: probability of crossover for a child (paper: 1).
         swapping_prob: per-gene probability of taking the second parent's gene (paper: 0.5).
         mutation_prob: per-gene probability of mutation (paper: 0.1).
+        operators: ``"paper"`` (default: a mutated gene takes a uniformly drawn other value) or
+            ``"ordinal"`` (a numeric gene steps a few positions along its sorted values, the steps
+            shrinking over the generations; see :func:`optuna_wpca.sampler._operators.mutate_ordinal`).
         seed: random seed.
 
     Example:
@@ -76,6 +79,7 @@ class WPCASampler(BaseGASampler):
         crossover_prob: float = 1.0,
         swapping_prob: float = 0.5,
         mutation_prob: float = 0.1,
+        operators: str = "paper",
         max_tries: int = 1000,
         seed: int | None = None,
     ) -> None:
@@ -96,6 +100,9 @@ class WPCASampler(BaseGASampler):
                 raise ValueError(f"{name} must lie in [0, 1], got {p}")
         if budget is not None and (max_params is not None or min_params is not None):
             raise ValueError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
+        if operators not in OPERATORS:
+            raise ValueError(f"operators must be one of {', '.join(OPERATORS)}, got {operators!r}")
+        self.operators = operators
         self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         super().__init__(population_size=population_size)
         self.space = space
@@ -134,9 +141,12 @@ class WPCASampler(BaseGASampler):
     def settings(self) -> dict[str, Any]:
         """What shapes the search, recorded in the study (a rerun with other values is refused);
         ``n_generations`` is left out, since running more generations extends the same search."""
-        return {"population_size": self.population_size, "parent_pool": self.parent_pool,
-                "crossover_prob": self.crossover_prob, "swapping_prob": self.swapping_prob,
-                "mutation_prob": self.mutation_prob}
+        settings = {"population_size": self.population_size, "parent_pool": self.parent_pool,
+                    "crossover_prob": self.crossover_prob, "swapping_prob": self.swapping_prob,
+                    "mutation_prob": self.mutation_prob}
+        if self.operators != "paper":  # studies recorded before the choice existed hold the paper's
+            settings["operators"] = self.operators
+        return settings
 
     @property
     def budget(self) -> Budget:
@@ -194,7 +204,7 @@ class WPCASampler(BaseGASampler):
         if not parents:
             return self._random_feasible(budget)
         for _ in range(self.max_tries):
-            child = self._child(parents)
+            child = self._child(parents, generation / self.n_generations)
             if self._fits(child, budget):
                 return child
         _logger.warning("no feasible child in %d tries; drawing a random feasible candidate", self.max_tries)
@@ -244,7 +254,7 @@ class WPCASampler(BaseGASampler):
             name in trial.params and trial.params[name] in dist.choices for name, dist in self._distributions.items()
         )
 
-    def _child(self, parents: list[FrozenTrial]) -> dict[str, Any]:
+    def _child(self, parents: list[FrozenTrial], progress: float = 0.0) -> dict[str, Any]:
         if len(parents) == 1:
             first = second = parents[0]
         else:
@@ -253,6 +263,8 @@ class WPCASampler(BaseGASampler):
         a = {n: first.params[n] for n in self._distributions}
         b = {n: second.params[n] for n in self._distributions}
         child = uniform_crossover(a, b, self._rng, self.swapping_prob) if self._rng.rand() < self.crossover_prob else a
+        if self.operators == "ordinal":
+            return mutate_ordinal(child, self._distributions, self._rng, self.mutation_prob, progress)
         return mutate(child, self._distributions, self._rng, self.mutation_prob)
 
     def _random_params(self) -> dict[str, Any]:

@@ -1,0 +1,167 @@
+"""Anytime curves: the best objective value a search has found after n evaluations, per sampler and seed.
+
+    python benchmarks/anytime.py run --preset lts-gpt2 --samplers paper ordinal tpe random --seeds 0 1 2 \
+        --n 500 --batch 8x64
+    python benchmarks/anytime.py summary [--plot docs/anytime.png]
+
+Each (preset, objective, batch, sampler, seed) is one Optuna study in a journal file
+(``benchmarks/results/anytime.journal``), so a killed run resumes where it stopped and adds to the
+studies it finds (``--n`` is the total each study should reach). Every study of a preset shares one
+reference sample (the objective's own draw, recorded in each study before its first trial), so a value
+means the same in all of them. Samplers: ``paper`` and ``ordinal`` are :class:`~optuna_wpca.WPCASampler`
+with the paper's and the ordinal operators (the search's GA settings otherwise); ``tpe`` is Optuna's
+``TPESampler(multivariate=True)``; ``nsga2`` is ``NSGAIISampler``; ``random`` is ``RandomSampler``. Optuna's samplers see the budget through the trials'
+constraints; a candidate over the budget is pruned before any model is built and is not counted as an
+evaluation. The evaluations are counted in completed trials, a repeated architecture included (it costs
+a cache look-up, as in a search).
+
+``summary`` writes ``benchmarks/results/anytime.json``: per study the best value after n = 25, 50, 100,
+..., and per sampler the median and range over seeds, against the best value any run found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import optuna
+
+import optuna_wpca
+from optuna_wpca import _attributes as attr
+from optuna_wpca.proxies import default_objective
+
+RESULTS = Path(__file__).parent / "results"
+JOURNAL = RESULTS / "anytime.journal"
+CHECKPOINTS = (25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000)
+
+
+def _storage(path: Path):
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+
+def _sampler(name: str, space, budget, seed: int, population: int):
+    if name in ("paper", "ordinal"):
+        return optuna_wpca.WPCASampler(space, budget=budget, population_size=population, seed=seed, operators=name)
+    # Optuna's samplers read the budget from the constraints the objective sets (trial.set_constraint).
+    if name == "tpe":
+        return optuna.samplers.TPESampler(multivariate=True, seed=seed)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise SystemExit(f"unknown sampler {name!r}")
+
+
+def run(args: argparse.Namespace) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space, budget = optuna_wpca.preset(args.preset)
+    proxy = args.objective or default_objective(space)
+    b, n = (int(x) for x in args.batch.split("x"))
+    batch = optuna_wpca.text_batch(batch_size=b, seq_len=n)
+    objective = optuna_wpca.ZeroCostObjective(space, proxy, batch=batch, budget=budget,
+                                              reference_size=args.reference_size)
+    reference = objective.reference() if objective.needs_reference else None
+    storage = _storage(Path(args.journal))
+    for seed in args.seeds:
+        for sampler_name in args.samplers:
+            name = f"{args.preset}:{proxy}:{args.batch}:{sampler_name}:{seed}"
+            sampler = _sampler(sampler_name, space, budget, seed, args.population_size)
+            study = optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize",
+                                        load_if_exists=True)
+            if reference is not None and attr.REFERENCE not in study.user_attrs:
+                study.set_user_attr(attr.REFERENCE, reference.to_dict())
+            done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            while done < args.n:
+                study.optimize(objective, n_trials=args.n - done)
+                done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            print(f"{name}: {done} evaluations, best {study.best_value:.6g}", flush=True)
+
+
+def _best_after(values: list[float], n: int) -> float | None:
+    return max(values[:n]) if len(values) >= n else None
+
+
+def summary(args: argparse.Namespace) -> None:
+    storage = _storage(Path(args.journal))
+    curves: dict[str, dict] = {}
+    for s in optuna.get_all_study_summaries(storage):
+        preset, proxy, batch, sampler, seed = s.study_name.split(":")
+        study = optuna.load_study(study_name=s.study_name, storage=storage)
+        values = [t.value for t in sorted(study.get_trials(deepcopy=False,
+                                                           states=(optuna.trial.TrialState.COMPLETE,)),
+                                          key=lambda t: t.number)]
+        group = curves.setdefault(f"{preset}:{proxy}:{batch}", {"samplers": {}})
+        group["samplers"].setdefault(sampler, {})[seed] = {
+            str(n): _best_after(values, n) for n in CHECKPOINTS if len(values) >= n}
+        group["best_ever"] = max([group.get("best_ever", float("-inf")), *values])
+    for group in curves.values():
+        for sampler, seeds in list(group["samplers"].items()):
+            table = {}
+            for n in CHECKPOINTS:
+                at = [c[str(n)] for c in seeds.values() if str(n) in c]
+                if len(at) == len(seeds):
+                    table[str(n)] = {"median": statistics.median(at), "min": min(at), "max": max(at),
+                                     "median_share_of_best": statistics.median(at) / group["best_ever"]}
+            group["samplers"][sampler] = {"per_seed": seeds, "over_seeds": table}
+    out = {"command": "python benchmarks/anytime.py summary", "curves": curves}
+    Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    for key, group in curves.items():
+        print(f"{key} (best any run found: {group['best_ever']:.6g})")
+        for sampler, data in group["samplers"].items():
+            row = "  ".join(f"{n}: {v['median_share_of_best']:.4f}" for n, v in data["over_seeds"].items())
+            print(f"  {sampler:<8} {len(data['per_seed'])} seeds  {row}")
+    if args.plot:
+        _plot(curves, args.plot)
+
+
+def _plot(curves: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4), squeeze=False)
+    for ax, (key, group) in zip(axes[0], curves.items()):
+        for sampler, data in group["samplers"].items():
+            ns = [int(n) for n in data["over_seeds"]]
+            med = [data["over_seeds"][str(n)]["median_share_of_best"] for n in ns]
+            lo = [data["over_seeds"][str(n)]["min"] / group["best_ever"] for n in ns]
+            hi = [data["over_seeds"][str(n)]["max"] / group["best_ever"] for n in ns]
+            ax.plot(ns, med, marker="o", label=sampler)
+            ax.fill_between(ns, lo, hi, alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_xlabel("evaluations")
+        ax.set_ylabel("best value / best any run found")
+        ax.set_title(key)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--preset", default="lts-gpt2")
+    r.add_argument("--objective", default=None, help="default: the preset family's default objective")
+    r.add_argument("--samplers", nargs="+", default=["paper", "ordinal", "tpe", "random"])
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    r.add_argument("--n", type=int, default=500, help="evaluations each study should reach")
+    r.add_argument("--batch", default="8x64", help="minibatch, sequences x tokens (the search's is 16x128)")
+    r.add_argument("--population-size", type=int, default=50)
+    r.add_argument("--reference-size", type=int, default=64)
+    r.add_argument("--journal", default=str(JOURNAL))
+    s = sub.add_parser("summary")
+    s.add_argument("--journal", default=str(JOURNAL))
+    s.add_argument("--json", default=str(RESULTS / "anytime.json"))
+    s.add_argument("--plot", default=None)
+    args = parser.parse_args()
+    run(args) if args.command == "run" else summary(args)
+
+
+if __name__ == "__main__":
+    main()

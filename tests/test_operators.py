@@ -1,0 +1,72 @@
+"""The GA's operators: the paper's by name, and ordinal steps along numeric genes."""
+
+import collections
+
+import numpy as np
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+
+from optuna_wpca import DecoderSpace, WPCASampler, WPCASpace
+from optuna_wpca.sampler._operators import is_ordinal, mutate, mutate_ordinal, step_size, uniform_crossover
+
+WIDTHS = {"w": CategoricalDistribution(tuple(range(0, 1000, 10)))}
+BLOCKS = {"b": CategoricalDistribution(("bert", "mobilebert", "other"))}
+
+
+def test_the_paper_mutation_draws_any_other_value_uniformly():
+    rng = np.random.RandomState(0)
+    seen = collections.Counter(mutate({"w": 500}, WIDTHS, rng, 1.0)["w"] for _ in range(20000))
+    assert 500 not in seen and len(seen) == 99  # every other value, as a restart of the gene
+    assert max(seen.values()) / min(seen.values()) < 2.2
+    assert np.mean([abs(v - 500) for v in seen.elements()]) > 200
+
+
+def test_the_paper_crossover_takes_each_gene_from_either_parent_with_half_odds():
+    rng = np.random.RandomState(0)
+    first, second = {f"g{i}": 0 for i in range(20)}, {f"g{i}": 1 for i in range(20)}
+    taken = np.mean([sum(uniform_crossover(first, second, rng).values()) / 20 for _ in range(2000)])
+    assert abs(taken - 0.5) < 0.01
+
+
+def test_ordinal_steps_are_near_and_shrink_over_the_generations():
+    rng = np.random.RandomState(0)
+    early = [abs(mutate_ordinal({"w": 500}, WIDTHS, rng, 1.0, 0.0)["w"] - 500) / 10 for _ in range(3000)]
+    late = [abs(mutate_ordinal({"w": 500}, WIDTHS, rng, 1.0, 1.0)["w"] - 500) / 10 for _ in range(3000)]
+    assert min(early) >= 1 and min(late) >= 1  # a mutation always moves
+    assert np.mean(late) < 2.0 < np.mean(early)
+    assert step_size(100, 0.0) == pytest.approx(19.8) and step_size(100, 1.0) == 1.0
+    at_edge = {mutate_ordinal({"w": 990}, WIDTHS, rng, 1.0, 1.0)["w"] for _ in range(500)}
+    assert at_edge <= set(WIDTHS["w"].choices) and max(at_edge) < 990  # reflected back into the range
+
+
+def test_genes_without_an_order_mutate_as_in_the_paper():
+    assert not is_ordinal(BLOCKS["b"].choices) and is_ordinal(WIDTHS["w"].choices)
+    rng = np.random.RandomState(1)
+    seen = collections.Counter(mutate_ordinal({"b": "bert"}, BLOCKS, rng, 1.0)["b"] for _ in range(2000))
+    assert set(seen) == {"mobilebert", "other"}
+
+
+def test_the_operators_are_recorded_and_a_study_of_the_other_is_refused():
+    space = WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+    assert "operators" not in WPCASampler(space).settings  # as studies recorded before the choice
+    assert WPCASampler(space, operators="ordinal").settings["operators"] == "ordinal"
+    with pytest.raises(ValueError, match="operators must be one of paper, ordinal"):
+        WPCASampler(space, operators="gaussian")
+    study = optuna.create_study(sampler=WPCASampler(space, population_size=3, seed=0, operators="ordinal"))
+    study.optimize(lambda t: space.num_params(space.suggest(t)), n_trials=9)
+    study.sampler = WPCASampler(space, population_size=3, seed=0)
+    with pytest.raises(ValueError, match="GA settings"):
+        study.optimize(lambda t: space.num_params(space.suggest(t)), n_trials=1)
+
+
+def test_an_ordinal_search_on_decoder_widths_stays_in_the_space_and_the_budget():
+    space = DecoderSpace(num_layers_choices=(2, 3), hidden_sizes=(64, 128), heads=(2,), ffn_sizes=tuple(range(64, 513)),
+                         max_position_embeddings=64)
+    budget = space.min_params() * 3
+    study = optuna.create_study(direction="maximize",
+                                sampler=WPCASampler(space, max_params=budget, population_size=6, seed=0,
+                                                    n_generations=5, operators="ordinal"))
+    study.optimize(lambda t: float(space.num_params(space.suggest(t))), n_trials=30)
+    assert all(t.value <= budget for t in study.trials)
+    assert all(t.params[n] in d.choices for t in study.trials for n, d in space.distributions().items())
