@@ -248,20 +248,14 @@ class FlexiBERTSpace(SearchSpace):
         return max(self.ffn_sizes)
 
     def _smallest_candidates(self) -> list[Architecture]:
-        out = []
-        for h in self.hidden_sizes:
-            options = [
-                FlexiBERTLayerConfig(*_split_operation(op), n, f, s)
-                for op in self.operations
-                for n in self.heads
-                for f in self.ffn_sizes
-                for s in self.num_ffn_choices
-            ]
-            smallest = min(options, key=lambda layer: self._mixing_params(h, layer) + self._ffn_params(h, layer))
-            out.append(Architecture(h, (smallest,) * min(self.num_layers_choices)))
-        return out
+        return self._uniform_extremes(min)
 
     def _largest_candidates(self) -> list[Architecture]:
+        return self._uniform_extremes(max)
+
+    def _uniform_extremes(self, pick) -> list[Architecture]:
+        """Per hidden size, the architecture of ``pick(num_layers_choices)`` layers that all take the
+        layer ``pick`` finds by parameter count (``min``: the smallest candidates, ``max``: the largest)."""
         out = []
         for h in self.hidden_sizes:
             options = [
@@ -271,8 +265,8 @@ class FlexiBERTSpace(SearchSpace):
                 for f in self.ffn_sizes
                 for s in self.num_ffn_choices
             ]
-            largest = max(options, key=lambda layer: self._mixing_params(h, layer) + self._ffn_params(h, layer))
-            out.append(Architecture(h, (largest,) * max(self.num_layers_choices)))
+            layer = pick(options, key=lambda layer: self._mixing_params(h, layer) + self._ffn_params(h, layer))
+            out.append(Architecture(h, (layer,) * pick(self.num_layers_choices)))
         return out
 
     def describe(self, arch: Architecture) -> list[str]:
