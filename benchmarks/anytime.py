@@ -10,8 +10,8 @@ studies it finds (``--n`` is the total each study should reach). Every study of 
 reference sample (the objective's own draw, recorded in each study before its first trial), so a value
 means the same in all of them. Samplers: ``paper`` and ``ordinal`` are :class:`~optuna_wpca.WPCASampler`
 with the paper's and the ordinal operators (the search's GA settings otherwise); ``tpe`` is Optuna's
-``TPESampler(multivariate=True)``; ``nsga2`` is ``NSGAIISampler``; ``random`` is ``RandomSampler``. Optuna's samplers see the budget through the trials'
-constraints; a candidate over the budget is pruned before any model is built and is not counted as an
+``TPESampler(multivariate=True)``; ``nsga2`` is ``NSGAIISampler``; ``random`` is ``RandomSampler``.
+Optuna's samplers see the budget through the trials' constraints; a candidate over the budget is pruned before any model is built and is not counted as an
 evaluation. The evaluations are counted in completed trials, a repeated architecture included (it costs
 a cache look-up, as in a search).
 

@@ -407,3 +407,13 @@ def test_proxy_options_from_the_cli_are_checked_recorded_and_compared(tmp_path, 
                              "reduce=mean")) == 2
     assert "eta_mobilebert" in capsys.readouterr().err
     assert len(optuna.load_study(study_name="o", storage=url).trials) == 2
+
+
+def test_an_own_benchmark_entry_without_params_is_one_line(tmp_path, capsys):
+    entry = {"id": "a", "space": SPACE.to_dict(), "params": SPACE.to_params(SPACE.sample(0)), "scores": {"m": 1.0}}
+    broken = {"id": "b", "space": SPACE.to_dict(), "scores": {"m": 2.0}}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"default_metric": "m", "entries": [entry, broken]}))
+    assert main(["rank", "--benchmark", str(path), "--proxy", "params", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "entry 'b' has no 'params' object" in err and "Traceback" not in err and "KeyError" not in err

@@ -216,17 +216,30 @@ def _load_lts_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, 
 def _load_own_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, space: SearchSpace | None = None,
                         count: str | None = None) -> Benchmark:
     metric = metric or raw.get("default_metric")
-    entries = [e for e in raw["entries"] if isinstance(e, dict) and metric in e.get("scores", {})]
+    if not isinstance(raw["entries"], list):
+        raise ValueError(f"benchmark file {str(path)!r}: 'entries' must be a list")
+    entries = [e for e in raw["entries"] if isinstance(e, dict) and isinstance(e.get("scores"), dict)
+               and metric in e["scores"]]
     if not metric or len(entries) < 2:
         raise ValueError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
     cache: dict[str, SearchSpace] = {}
     archs, scores, ids, spaces, runs, buckets = [], [], [], [], [], []
-    for entry in entries:
+    for i, entry in enumerate(entries):
+        name = entry.get("id", f"#{i}")
+        missing = [k for k in ("space", "params") if not isinstance(entry.get(k), dict)]
+        if missing:
+            absent = " and no ".join(repr(k) for k in missing)
+            raise ValueError(f"benchmark file {str(path)!r}: entry {name!r} has no {absent} object (an optuna-wpca "
+                             "benchmark entry holds space, params and scores)")
         key = json.dumps(entry["space"], sort_keys=True)
         if key not in cache:  # one space object per distinct description, built once
             cache[key] = space_from_dict(entry["space"])
         space = cache[key]
-        archs.append(space.from_params(entry["params"]))
+        try:
+            archs.append(space.from_params(entry["params"]))
+        except (KeyError, ValueError) as err:
+            raise ValueError(f"benchmark file {str(path)!r}: entry {name!r}'s params are not an architecture of its "
+                             f"space ({err})") from None
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))
         spaces.append(space)
