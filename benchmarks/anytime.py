@@ -11,9 +11,11 @@ reference sample (the objective's own draw, recorded in each study before its fi
 means the same in all of them. Samplers: ``paper`` and ``ordinal`` are :class:`~optuna_wpca.WPCASampler`
 with the paper's and the ordinal operators (the search's GA settings otherwise); ``tpe`` is Optuna's
 ``TPESampler(multivariate=True)``; ``nsga2`` is ``NSGAIISampler``; ``random`` is ``RandomSampler``.
-Optuna's samplers see the budget through the trials' constraints; a candidate over the budget is pruned before any model is built and is not counted as an
-evaluation. The evaluations are counted in completed trials, a repeated architecture included (it costs
-a cache look-up, as in a search).
+Optuna's samplers see the budget through the trials' constraints; a candidate over the budget is
+pruned before any model is built and is not counted as an evaluation. The evaluations are counted in
+completed trials, a repeated architecture included (it costs a cache look-up, as in a search). The
+journal is not committed: a gene of 1,537 categorical values is stored whole with every trial (~150 KB
+a trial on lts-gpt2); the summary is.
 
 ``summary`` writes ``benchmarks/results/anytime.json``: per study the best value after n = 25, 50, 100,
 ..., and per sampler the median and range over seeds, against the best value any run found.
