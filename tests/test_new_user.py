@@ -295,7 +295,7 @@ def test_search_refuses_a_latency_model_of_another_space_and_warns_of_a_poor_one
 # -- the reference sample, once per study -------------------------------------------------------------------------
 
 def test_two_workers_starting_one_study_score_the_reference_sample_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(ZeroCostObjective, "claim_settle", 0.3)
+    monkeypatch.setattr(ZeroCostObjective, "claim_settle", 1.0)  # the default: what settles a race
     monkeypatch.setattr(ZeroCostObjective, "claim_poll", 0.1)
     url = f"sqlite:///{tmp_path / 'ref.db'}"
     batch = text_batch(batch_size=2, seq_len=16)
