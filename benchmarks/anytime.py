@@ -122,6 +122,7 @@ def summary(args: argparse.Namespace) -> None:
 
 def _plot(curves: dict, path: str) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -136,6 +137,9 @@ def _plot(curves: dict, path: str) -> None:
             ax.plot(ns, med, marker="o", label=sampler)
             ax.fill_between(ns, lo, hi, alpha=0.15)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xticks([n for n in CHECKPOINTS if n <= max(ns, default=0)])
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.set_xlabel("evaluations")
         ax.set_ylabel("best value / best any run found")
         ax.set_title(key)
