@@ -86,8 +86,9 @@ def _search_lines(study: optuna.Study, record: Any, trial: optuna.trial.FrozenTr
                      "their activations, within the budget), then scored as this trial.")
     if record.ga:
         settings = ", ".join(f"{k} {v}" for k, v in record.ga.items())
-        generation = _generation(study, parent if parent is not None else trial.number)
-        reached = _generations_reached(study)
+        generations = _generations(study)
+        generation = generations.get(parent if parent is not None else trial.number)
+        reached = max(generations.values()) + 1 if generations else 0
         found = (f"trial {parent}, the one refined," if parent is not None else "this trial") + " came from "
         where = (f"generation {generation} of the {reached} generations the study has run" if generation is not None
                  else f"the enqueued trials (the study has run {reached} generations)")
@@ -95,25 +96,12 @@ def _search_lines(study: optuna.Study, record: Any, trial: optuna.trial.FrozenTr
     return lines
 
 
-def _generation(study: optuna.Study, number: int) -> int | None:
-    """The GA generation trial ``number`` was sampled in (``None``: not sampled by the GA)."""
+def _generations(study: optuna.Study) -> dict[int, int]:
+    """``{trial number: GA generation}`` of the trials the GA sampled."""
     from optuna_wpca.sampler import WPCASampler
 
     key = WPCASampler._get_generation_key()
-    for t in study.get_trials(deepcopy=False):
-        if t.number == number:
-            value = t.system_attrs.get(key)
-            return int(value) if value is not None else None
-    return None
-
-
-def _generations_reached(study: optuna.Study) -> int:
-    """How many GA generations the study holds trials of."""
-    from optuna_wpca.sampler import WPCASampler
-
-    key = WPCASampler._get_generation_key()
-    found = [t.system_attrs[key] for t in study.get_trials(deepcopy=False) if key in t.system_attrs]
-    return int(max(found)) + 1 if found else 0
+    return {t.number: int(t.system_attrs[key]) for t in study.get_trials(deepcopy=False) if key in t.system_attrs}
 
 
 def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any, arch: Any, *, trained: bool,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any, Sequence
@@ -196,17 +197,10 @@ class ZeroCostObjective:
         own places): every one given that differs from the proxy's default, so that a resume with
         another ``reduce``, ``eta_mobilebert``, ``count`` or ``seed`` is refused instead of mixing
         scores; a value that is no JSON type (a supernet object, say) is recorded by its text."""
-        import json
-
-        import inspect
-
         defaults: dict[str, Any] = {}
         for name in self.proxies:
-            spec = get_proxy(name)
-            for fn in [spec.fn] + [get_proxy(p).fn for p in spec.parts]:
-                for param in inspect.signature(fn).parameters.values():
-                    if param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is not inspect.Parameter.empty:
-                        defaults.setdefault(param.name, param.default)
+            for option, value in get_proxy(name).option_defaults.items():
+                defaults.setdefault(option, value)
         out = {}
         for key, value in self.proxy_options.items():
             if key in ("eta", "latency_model") or (key in defaults and defaults[key] == value):

@@ -119,21 +119,21 @@ def check_storage_url(url: str) -> None:
                          f"{str(err).splitlines()[0]}") from None
 
 
-def open_storage(url: str, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
+def open_storage(url: str, *, check: bool = True, **rdb_kwargs: Any) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url``: ``journal://FILE`` for a journal file, else an RDB URL
     (``sqlite:///FILE``, ``postgresql+psycopg2://...``, ``mysql+pymysql://...``).
 
-    An existing SQLite file is checked first (an empty, foreign or damaged one is refused and left as
-    it is); a bare ``postgresql://`` URL gets the installed driver; ``rdb_kwargs`` go to
+    The URL is checked first by :func:`check_storage_url` (an existing SQLite file that is empty,
+    foreign or damaged is refused and left as it is), unless ``check`` is False because the caller
+    ran it already; a bare ``postgresql://`` URL gets the installed driver; ``rdb_kwargs`` go to
     :class:`optuna.storages.RDBStorage` (heartbeats, say).
     """
-    check_storage_url(url)
+    if check:
+        check_storage_url(url)
     if url.startswith("journal://"):
         from optuna.storages.journal import JournalFileBackend
 
         return optuna.storages.JournalStorage(JournalFileBackend(url[len("journal://"):]))
-    if _sqlite_file(url):
-        _check_sqlite_file(url[len("sqlite:///"):])
     return optuna.storages.RDBStorage(_with_installed_driver(url), **rdb_kwargs)
 
 

@@ -21,10 +21,11 @@ def check_storage(url: str) -> None:
         raise CLIError(str(err)) from None
 
 
-def open_storage(url: str, *, heartbeat: bool = False):
+def open_storage(url: str, *, heartbeat: bool = False, checked: bool = False):
     """An Optuna storage for ``url`` (see :func:`optuna_wpca.open_storage`); a malformed or
     unreachable one is a one-line ``CLIError``. With ``heartbeat`` (the search), an RDB storage
-    records heartbeats and retries, once, a trial whose worker died (journal files have none)."""
+    records heartbeats and retries, once, a trial whose worker died (journal files have none).
+    ``checked``: the URL went through :func:`check_storage` already (an SQLite file is read once)."""
     import optuna
 
     from optuna_wpca._storage import open_storage as open_any
@@ -39,7 +40,7 @@ def open_storage(url: str, *, heartbeat: bool = False):
     try:
         with warnings.catch_warnings():  # heartbeat_interval is "experimental" in Optuna 5
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return open_any(url, **kwargs)
+            return open_any(url, check=not checked, **kwargs)
     except ValueError as err:
         raise CLIError(str(err)) from None
     except Exception as err:  # SQLAlchemy raises many types; the user needs one line

@@ -70,12 +70,13 @@ def _search(args: argparse.Namespace, stop: "_StopOnInterrupt") -> int:
     )
     objective = _objective_from_args(args, space, proxies, options)
     stop.check("before the study was opened; nothing was written")
-    storage = open_storage(args.storage, heartbeat=True)
+    storage = open_storage(args.storage, heartbeat=True, checked=True)
     study = optuna.create_study(storage=storage, study_name=args.study_name,
                                 sampler=sampler, directions=objective.directions, load_if_exists=True)
     objective.record(study, budget, ga=sampler.settings)  # another search's study: one line, nothing written
-    if args.artifact_dir and study.user_attrs.get(attr.ARTIFACT_DIR) != str(Path(args.artifact_dir).resolve()):
-        study.set_user_attr(attr.ARTIFACT_DIR, str(Path(args.artifact_dir).resolve()))
+    folder = str(Path(args.artifact_dir).resolve()) if args.artifact_dir else None
+    if folder and study.user_attrs.get(attr.ARTIFACT_DIR) != folder:
+        study.set_user_attr(attr.ARTIFACT_DIR, folder)
     if not args.verbose:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     if objective.needs_reference and study.user_attrs.get(attr.REFERENCE) is None:
@@ -197,19 +198,24 @@ def _space_line(raw: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in raw.items() if k != "type" and not isinstance(v, (list, dict)))
 
 
-def _objective_from_args(args: argparse.Namespace, space, proxies: list[str], options: dict):
-    """The search's ``ZeroCostObjective``: proxies, minibatch, seed, options, artifact store."""
+def _artifact_store(folder: str | None):
+    """The dashboard's artifact store in ``folder`` (made if missing; ``None`` for no folder)."""
     import optuna
 
+    if not folder:
+        return None
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise CLIError(f"--artifact-dir {folder!r} is a file, not a directory")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return optuna.artifacts.FileSystemArtifactStore(folder)
+
+
+def _objective_from_args(args: argparse.Namespace, space, proxies: list[str], options: dict):
+    """The search's ``ZeroCostObjective``: proxies, minibatch, seed, options, artifact store."""
     from optuna_wpca._objective import ZeroCostObjective
     from optuna_wpca._text import text_batch
 
-    store = None
-    if args.artifact_dir:
-        if Path(args.artifact_dir).exists() and not Path(args.artifact_dir).is_dir():
-            raise CLIError(f"--artifact-dir {args.artifact_dir!r} is a file, not a directory")
-        Path(args.artifact_dir).mkdir(parents=True, exist_ok=True)
-        store = optuna.artifacts.FileSystemArtifactStore(args.artifact_dir)
+    store = _artifact_store(args.artifact_dir)
     batch = text_batch(args.corpus, tokenizer=args.tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
                        seed=args.batch_seed)
     return ZeroCostObjective(space, proxies=proxies, batch=batch, device=args.device, seed=args.seed,
@@ -470,11 +476,8 @@ def run_refine(args: argparse.Namespace) -> int:
     if not result.changed:
         print("nothing to change: no trial enqueued")
         return 0
-    artifact_dir = args.artifact_dir or study.user_attrs.get(attr.ARTIFACT_DIR)
-    store = None
-    if artifact_dir:  # the refined trial gets its picture and note where the search drew its trials'
-        Path(artifact_dir).mkdir(parents=True, exist_ok=True)
-        store = optuna.artifacts.FileSystemArtifactStore(artifact_dir)
+    # The refined trial gets its picture and note where the search drew its trials'.
+    store = _artifact_store(args.artifact_dir or study.user_attrs.get(attr.ARTIFACT_DIR))
     objective = ZeroCostObjective(space, batch=batch, device=args.device, artifact_store=store,
                                   **record.objective_settings())
     optuna.logging.set_verbosity(optuna.logging.WARNING)

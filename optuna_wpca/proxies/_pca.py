@@ -352,7 +352,21 @@ def vpca(
 ) -> ProxyResult:
     """V-PCA. ``reduce="mean"`` divides by the number of layers, as the reference code does."""
     dims = layer_pca_dims(model, batch, eta=eta, eta_mobilebert=eta_mobilebert)
+    return vpca_result(dims, eta=eta, reduce=reduce)
+
+
+def vpca_result(dims: list[int], *, eta: float, reduce: str) -> ProxyResult:
+    """V-PCA's result from the layers' PCA dims (the proxy's, and the shared pass's)."""
     return ProxyResult(_reduce(dims, reduce), {"pca_dims": dims, "eta": eta})
+
+
+def wpca_result(model: CandidateModel, dims: list[int], *, eta: float, reduce: str,
+                count: str | None) -> ProxyResult:
+    """W-PCA's result from the layers' PCA dims (the proxy's, and the shared pass's)."""
+    v = _reduce(dims, reduce)
+    n = model.num_parameters(count)
+    return ProxyResult(float(n) * v, {"pca_dims": dims, "vpca": v, "num_params": n, "eta": eta,
+                                      "byproducts": {"vpca": v}})
 
 
 @register_proxy("wpca", needs_grad=False, description="W-PCA: parameter count x V-PCA")
@@ -367,7 +381,4 @@ def wpca(
 ) -> ProxyResult:
     """W-PCA = #params x V-PCA; ``count`` picks the parameter-count convention (model default)."""
     dims = layer_pca_dims(model, batch, eta=eta, eta_mobilebert=eta_mobilebert)
-    v = _reduce(dims, reduce)
-    n = model.num_parameters(count)
-    parts = {"pca_dims": dims, "vpca": v, "num_params": n, "eta": eta, "byproducts": {"vpca": v}}
-    return ProxyResult(float(n) * v, parts)
+    return wpca_result(model, dims, eta=eta, reduce=reduce, count=count)

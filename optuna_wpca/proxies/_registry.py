@@ -55,6 +55,16 @@ class ProxySpec:
         return tuple(dict.fromkeys(own))
 
     @property
+    def option_defaults(self) -> dict[str, Any]:
+        """The default of each keyword-only option that has one (a combination: its parts' too)."""
+        out = {p.name: p.default for p in inspect.signature(self.fn).parameters.values()
+               if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty}
+        for part in self.parts:
+            for name, value in get_proxy(part).option_defaults.items():
+                out.setdefault(name, value)
+        return out
+
+    @property
     def options(self) -> tuple[str, ...]:
         """The names of the keyword-only options the proxy takes (a combination: its parts' and
         ``reference``)."""

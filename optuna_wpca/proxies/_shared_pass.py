@@ -18,7 +18,7 @@ from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._baselines import _scoring, gradients_only_for, saliency_of
 from optuna_wpca.proxies._pca import (
-    DEFAULT_ETA, CovarianceRecorder, _reduce, dim_from_spectrum, eigenvalues, layer_etas,
+    DEFAULT_ETA, CovarianceRecorder, dim_from_spectrum, eigenvalues, layer_etas, vpca_result, wpca_result,
 )
 from optuna_wpca.proxies._registry import ProxyResult, compute_proxy, get_proxy
 
@@ -48,12 +48,9 @@ def _pca_and_saliency(model: CandidateModel, batch: TextBatch, *, seed: int = 0,
         h.backward(grad)
         saliency = saliency_of(linears)
     dims = [dim_from_spectrum(eig, e) for eig, e in zip(eigenvalues(recorder.result()), etas)]
-    v = _reduce(dims, reduce)
-    n = model.num_parameters(count)
     return {
-        "wpca": ProxyResult(float(n) * v, {"pca_dims": dims, "vpca": v, "num_params": n, "eta": eta,
-                                           "byproducts": {"vpca": v}}),
-        "vpca": ProxyResult(v, {"pca_dims": dims, "eta": eta}),
+        "wpca": wpca_result(model, dims, eta=eta, reduce=reduce, count=count),
+        "vpca": vpca_result(dims, eta=eta, reduce=reduce),
         "synaptic_saliency": ProxyResult(saliency, {"loss": loss.item()}),
     }
 

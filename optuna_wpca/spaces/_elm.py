@@ -93,15 +93,11 @@ class ELMSpace(WPCASpace):
             if layer.heads not in self._head_choices(layer.block):
                 raise ValueError(f"layer {i} ({layer}) has a head count outside this space")
 
-    def _smallest_candidates(self) -> list[Architecture]:
+    def _uniform_extremes(self, pick) -> list[Architecture]:
+        # The parameter count does not depend on the heads: any valid count will do (the most).
         return [Architecture(self.hidden_size, tuple(
             WPCALayerConfig(layer.block, layer.ffn_size, max(self._head_choices(layer.block))) for layer in a.layers))
-            for a in super()._smallest_candidates()]
-
-    def _largest_candidates(self) -> list[Architecture]:
-        return [Architecture(self.hidden_size, tuple(
-            WPCALayerConfig(layer.block, layer.ffn_size, max(self._head_choices(layer.block))) for layer in a.layers))
-            for a in super()._largest_candidates()]
+            for a in super()._uniform_extremes(pick)]
 
     def describe(self, arch: Architecture) -> list[str]:
         return [f"{layer.block:<10} ffn {layer.ffn_size:<4} heads {layer.heads}" for layer in arch.layers]

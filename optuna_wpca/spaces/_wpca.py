@@ -189,14 +189,14 @@ class WPCASpace(SearchSpace):
         return self.ffn_unit * max(self.ffn_mults)
 
     def _smallest_candidates(self) -> list[Architecture]:
-        per_layer = min(
-            (WPCALayerConfig(b, self.ffn_unit * k) for b in self.blocks for k in self.ffn_mults),
-            key=self._layer_params,
-        )
-        return [Architecture(self.hidden_size, (per_layer,) * self.num_layers)]
+        return self._uniform_extremes(min)
 
     def _largest_candidates(self) -> list[Architecture]:
-        per_layer = max(
+        return self._uniform_extremes(max)
+
+    def _uniform_extremes(self, pick) -> list[Architecture]:
+        """Every layer the block and width that ``pick`` (``min`` or ``max``) finds by parameter count."""
+        per_layer = pick(
             (WPCALayerConfig(b, self.ffn_unit * k) for b in self.blocks for k in self.ffn_mults),
             key=self._layer_params,
         )
