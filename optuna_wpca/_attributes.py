@@ -58,3 +58,13 @@ BYPRODUCTS = "byproducts"
 #: Trial user attributes that describe a trial rather than score it (a model card leaves them out of its scores).
 NOT_SCORES = (FEASIBLE, NUM_PARAMS, ARCHITECTURE, PCA_DIMS, CACHED, SECONDS, SOURCE_TRIAL, SOURCE_VALUE, METRIC,
               TRAIN_SECONDS, SAVED_TO, REFINED_FROM)
+
+# The second stage (``optuna-wpca pick``).
+#: On the zero-cost study: the pick, its shortlist and each candidate's rung losses (``read_pick``).
+PICK = "optuna_wpca.pick"
+#: On the second-stage study: its protocol, zero-cost study and shortlist, compared on resume.
+PICK_PROTOCOL = "optuna_wpca.pick_protocol"
+PICK_SHORTLIST = "optuna_wpca.pick_shortlist"
+#: A second-stage trial's held-out loss per measured step, and its training time in CPU seconds.
+LOSSES = "losses"
+CPU_SECONDS = "cpu_seconds"

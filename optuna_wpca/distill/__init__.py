@@ -7,7 +7,9 @@ from optuna_wpca.distill._tasks import METRICS, Task, load_glue_files, load_task
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, load_text_corpus
 from optuna_wpca.distill._supernet import Supernet, SupernetResult, train_supernet
-from optuna_wpca.distill._pretrain import MLMConfig, MLMCorpus, MLMResult, pretrain_mlm, wikitext_mlm_corpus
+from optuna_wpca.distill._pretrain import (
+    MLMConfig, MLMCorpus, MLMResult, pretrain_mlm, pretrain_next_token, wikitext_mlm_corpus,
+)
 from optuna_wpca.distill._teacher_cache import TeacherCache, cache_teacher, teacher_fingerprint
 from optuna_wpca.distill._top_trials import DistillationObjective, DistillTopTrials, distill_top_trials
 from optuna_wpca.distill._trainer import evaluate, finetune_teacher, train
@@ -53,6 +55,7 @@ __all__ = [
     "bundled_teacher_path",
     "load_teacher",
     "pretrain_mlm",
+    "pretrain_next_token",
     "soft_cross_entropy",
     "teacher_fingerprint",
     "train",

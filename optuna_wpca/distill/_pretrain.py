@@ -26,8 +26,11 @@ The recipe is fixed and deliberately simple:
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -115,6 +118,9 @@ class MLMConfig:
     seed: int = 0
     eval_seed: int = 0
     eval_batch_size: int = 64
+    #: Held-out windows scored at each measurement (``None``: all of them); the first ones, so every
+    #: measurement of every model reads the same text.
+    eval_windows: int | None = None
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -127,6 +133,8 @@ class MLMConfig:
             raise ValueError(f"mask_rate must lie in (0, 1), got {self.mask_rate}")
         if self.learning_rate <= 0 or self.warmup_steps < 0:
             raise ValueError("learning_rate must be > 0 and warmup_steps >= 0")
+        if self.eval_windows is not None and self.eval_windows < 1:
+            raise ValueError(f"eval_windows must be >= 1 or None, got {self.eval_windows}")
         bad = [s for s in self.checkpoints if not 1 <= s <= self.steps]
         if bad:
             raise ValueError(f"checkpoints {bad} are outside 1..steps={self.steps}")
@@ -208,6 +216,7 @@ def held_out_batches(corpus: MLMCorpus, config: MLMConfig) -> list[tuple[torch.T
     n = len(corpus.held_out) // width
     if n < 1:
         raise ValueError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
+    n = min(n, config.eval_windows or n)
     ids = _frame(corpus.held_out[: n * width].reshape(n, width), corpus)
     inputs, masked = _mask(ids, config.mask_rate, torch.Generator().manual_seed(config.eval_seed), corpus.mask_id)
     step = config.eval_batch_size
@@ -241,6 +250,7 @@ def pretrain_mlm(
     config: MLMConfig,
     *,
     on_checkpoint: Callable[[int, float], None] | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
 ) -> MLMResult:
     """Train ``model`` (a candidate encoder) from its current weights by masked-LM and measure it.
 
@@ -250,6 +260,8 @@ def pretrain_mlm(
         config: the recipe.
         on_checkpoint: called as ``on_checkpoint(step, loss)`` after each measurement, e.g. to
             ``trial.report`` it (it may raise ``optuna.TrialPruned``).
+        checkpoint_dir: where the run saves its state at each measurement; a run started again
+            with the same folder resumes after the last measurement instead of from step 0.
 
     Returns:
         The held-out loss at every step of ``config.checkpoints`` and at ``config.steps``.
@@ -262,11 +274,92 @@ def pretrain_mlm(
         >>> sorted(result.losses), result.loss > 0
         ([2], True)
     """
+    head = MLMHead(_hidden_size(model), _word_embeddings(model), seed=config.seed)
+
+    def train_loss(step: int) -> torch.Tensor:
+        inputs, masked, ids = _train_batch(corpus, config, step)
+        return _loss(model, head, inputs, masked, ids, device)
+
+    def measure() -> tuple[float, int]:
+        return held_out_loss(model, head, evaluation, device)
+
+    device = torch.device(config.device)
+    evaluation = held_out_batches(corpus, config)
+    return _pretrain(model, head, config, train_loss, measure, "masked-LM loss", on_checkpoint, checkpoint_dir)
+
+
+def pretrain_next_token(
+    model: nn.Module,
+    corpus: MLMCorpus,
+    config: MLMConfig,
+    *,
+    on_checkpoint: Callable[[int, float], None] | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+) -> MLMResult:
+    """Train a causal candidate (a decoder with ``logits(hidden)``) by next-token prediction and measure it.
+
+    The decoders' counterpart of :func:`pretrain_mlm`, with the same recipe and arguments
+    (``mask_rate`` unused): training windows of ``seq_len`` tokens from the training stream, the
+    loss the mean cross-entropy of every next token through the model's tied embedding; the
+    held-out loss the same over consecutive held-out windows.
+
+    Example:
+        >>> from optuna_wpca import DecoderSpace
+        >>> space = DecoderSpace(num_layers_choices=(1,), hidden_sizes=(32,), heads=(2,), ffn_sizes=(64,))
+        >>> model = space.build(space.sample(0), seed=0)
+        >>> result = pretrain_next_token(model, wikitext_mlm_corpus(), MLMConfig(steps=2, batch_size=2, seq_len=16))
+        >>> sorted(result.losses), result.loss > 0
+        ([2], True)
+    """
+    if not getattr(model, "is_causal", False) or not hasattr(model, "logits"):
+        raise ValueError(f"{type(model).__name__} is not a causal model with next-token logits; "
+                         "pretrain an encoder with pretrain_mlm")
+    device = torch.device(config.device)
+    width = config.seq_len
+    n = len(corpus.held_out) // width
+    if n < 1:
+        raise ValueError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
+    n = min(n, config.eval_windows or n)
+    held = torch.from_numpy(corpus.held_out[: n * width].reshape(n, width))
+
+    def loss_of(ids: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        ids = ids.to(device)
+        logits = model.logits(model(ids[:, :-1]))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction=reduction)
+
+    def train_loss(step: int) -> torch.Tensor:
+        rng = np.random.default_rng([config.seed, step])
+        starts = rng.integers(0, len(corpus.train) - width, size=config.batch_size)
+        return loss_of(torch.from_numpy(np.stack([corpus.train[s : s + width] for s in starts])))
+
+    def measure() -> tuple[float, int]:
+        was = model.training
+        model.eval()
+        total = 0.0
+        try:
+            with torch.inference_mode():
+                for i in range(0, n, config.eval_batch_size):
+                    total += float(loss_of(held[i : i + config.eval_batch_size], reduction="sum"))
+        finally:
+            model.train(was)
+        count = n * (width - 1)
+        return total / count, count
+
+    return _pretrain(model, None, config, train_loss, measure, "next-token loss", on_checkpoint, checkpoint_dir)
+
+
+_PRETRAIN_CHECKPOINT = "pretrain-checkpoint.pt"
+
+
+def _pretrain(model: nn.Module, head: nn.Module | None, config: MLMConfig, train_loss: Callable[[int], torch.Tensor],
+              measure: Callable[[], tuple[float, int]], what: str, on_checkpoint: Callable[[int, float], None] | None,
+              checkpoint_dir: str | os.PathLike | None) -> MLMResult:
+    """The loop both objectives share: AdamW, warm-up then a constant rate, measurements, checkpoints."""
     device = torch.device(config.device)
     torch.manual_seed(config.seed)  # dropout
     model.to(device).train()
-    head = MLMHead(_hidden_size(model), _word_embeddings(model), seed=config.seed).to(device).train()
-    params = {id(p): p for p in [*model.parameters(), *head.parameters()]}.values()
+    modules = [model] if head is None else [model, head.to(device).train()]
+    params = list({id(p): p for m in modules for p in m.parameters()}.values())
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
@@ -274,20 +367,41 @@ def pretrain_mlm(
     warmup = config.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
-    evaluation = held_out_batches(corpus, config)
-    measure = sorted({*config.checkpoints, config.steps})
-    result = MLMResult()
-    start = time.perf_counter()
-    for step in range(config.steps):
-        inputs, masked, ids = _train_batch(corpus, config, step)
-        loss = _loss(model, head, inputs, masked, ids, device)
-        take_step(loss, optimizer, scheduler, list(params), step, "masked-LM loss")
-        if step + 1 in measure:
+    measured = sorted({*config.checkpoints, config.steps})
+    result, first = MLMResult(), 0
+    ckpt = Path(checkpoint_dir) / _PRETRAIN_CHECKPOINT if checkpoint_dir is not None else None
+    if ckpt is not None and ckpt.is_file():
+        state = torch.load(ckpt, map_location=device, weights_only=False)
+        if state["config"] != dataclasses.asdict(config):
+            raise ValueError(f"the checkpoint in {str(ckpt.parent)!r} is of another recipe; remove it or use "
+                             "another folder")
+        for module, key in zip(modules, ("model", "head")):
+            module.load_state_dict(state[key])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        result, first = state["result"], state["step"]
+        for step in sorted(result.losses):  # what the earlier run measured is reported again (a new trial)
+            if on_checkpoint is not None:
+                on_checkpoint(step, result.losses[step])
+    start = time.perf_counter() - result.seconds
+    for step in range(first, config.steps):
+        take_step(train_loss(step), optimizer, scheduler, params, step, what)
+        if step + 1 in measured:
             t = time.perf_counter()
-            value, result.predicted_tokens = held_out_loss(model, head, evaluation, device)
+            value, result.predicted_tokens = measure()
             result.eval_seconds += time.perf_counter() - t
             result.losses[step + 1] = value
             result.train_seconds[step + 1] = time.perf_counter() - start - result.eval_seconds
+            result.seconds = time.perf_counter() - start
+            if ckpt is not None:
+                ckpt.parent.mkdir(parents=True, exist_ok=True)
+                tmp = ckpt.with_suffix(".tmp")
+                torch.save({"config": dataclasses.asdict(config), "step": step + 1, "result": result,
+                            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                            "torch_rng": torch.get_rng_state(),
+                            **{key: m.state_dict() for m, key in zip(modules, ("model", "head"))}}, tmp)
+                os.replace(tmp, ckpt)
             if on_checkpoint is not None:
                 on_checkpoint(step + 1, value)
     result.seconds = time.perf_counter() - start
