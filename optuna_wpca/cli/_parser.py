@@ -8,6 +8,7 @@ from typing import Any
 from optuna_wpca._presets import PRESETS
 from optuna_wpca.cli._distill import run_distill
 from optuna_wpca.cli._latency import run_calibrate_latency
+from optuna_wpca.cli._pick import add_pick_parser
 from optuna_wpca.cli._rank import run_rank
 from optuna_wpca.cli._study_commands import run_export, run_refine, run_search, run_show
 from optuna_wpca.models._base import COUNT_CONVENTIONS
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Training-free search for compact language models with W-PCA, as an Optuna plugin.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_rank, _add_search, _add_show, _add_refine, _add_distill, _add_calibrate, _add_export):
+    for add in (_add_rank, _add_search, _add_show, _add_refine, add_pick_parser, _add_distill, _add_calibrate,
+                _add_export):
         add(sub)
     return parser
 

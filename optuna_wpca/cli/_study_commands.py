@@ -365,6 +365,15 @@ def run_show(args: argparse.Namespace) -> int:
         raise CLIError(f"--top must be >= 1, got {args.top}")
     study, space = load_our_study(args)
     _print_best(study, space, args.top)
+    from optuna_wpca.pick import pick_lines, read_pick
+
+    record = read_pick(study)
+    if record is not None:
+        print("\n".join(pick_lines(record)))
+        print(f"picked architecture (trial {record['zero_cost_trial']}; export takes it):")
+        picked = next(t for t in study.get_trials(deepcopy=False) if t.number == record["zero_cost_trial"])
+        for i, line in enumerate(space.describe(space.from_params(picked.params))):
+            print(f"  layer {i:>2}: {line}")
     return 0
 
 
@@ -376,6 +385,13 @@ def run_export(args: argparse.Namespace) -> int:
     from optuna_wpca._selection import top_trials
 
     study, space = load_our_study(args)
+    from optuna_wpca.pick import read_pick
+
+    picked = read_pick(study)
+    if args.trial is None and picked is not None:  # the second stage decided: its pick, not the proxy's best
+        args.trial = picked["zero_cost_trial"]
+        print(f"exporting trial {args.trial}, the second stage's pick ({picked['stage_study']}); --trial N exports "
+              "another")
     if args.trial is None:
         if len(study.directions) > 1:
             front = sorted(t.number for t in study.best_trials)

@@ -150,6 +150,8 @@ class MLMResult:
     seconds: float = 0.0
     eval_seconds: float = 0.0
     predicted_tokens: int = 0
+    #: The step a resumed run started from (``None``: a fresh run).
+    resumed_from: int | None = None
 
     @property
     def loss(self) -> float:
@@ -381,6 +383,7 @@ def _pretrain(model: nn.Module, head: nn.Module | None, config: MLMConfig, train
         scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
         result, first = state["result"], state["step"]
+        result.resumed_from = first
         for step in sorted(result.losses):  # what the earlier run measured is reported again (a new trial)
             if on_checkpoint is not None:
                 on_checkpoint(step, result.losses[step])

@@ -22,6 +22,8 @@ from optuna_wpca.pick._training import ShortlistTrainer
 from optuna_wpca.spaces import SearchSpace
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.pick")
+#: A trial that resumed a killed run: the step its checkpoint held.
+RESUMED_FROM = "resumed_from_step"
 
 
 class ShortlistObjective:
@@ -76,6 +78,8 @@ class ShortlistObjective:
         finally:
             trial.set_user_attr(attr.LOSSES, losses)
             if curve is not None:
+                if curve.resumed_from is not None:
+                    trial.set_user_attr(RESUMED_FROM, curve.resumed_from)
                 trial.set_user_attr(attr.CPU_SECONDS, curve.cpu_seconds)
                 trial.set_user_attr(attr.TRAIN_SECONDS, curve.seconds)
             _save_trial_note(trial, source, losses, stopped=curve is None)

@@ -36,6 +36,8 @@ class TrainingCurve:
     seconds: float = 0.0
     #: CPU seconds of this process during the run (all threads).
     cpu_seconds: float = 0.0
+    #: The step a run resumed from its checkpoint started at (``None``: trained from step 0).
+    resumed_from: int | None = None
 
     @property
     def loss(self) -> float:
@@ -150,7 +152,7 @@ class ShortlistTrainer:
 
         try:
             if self.signal == "kd":
-                self._train_kd(model, prepared, measured, checkpoint_dir)
+                curve.resumed_from = self._train_kd(model, prepared, measured, checkpoint_dir)
             else:
                 from optuna_wpca.distill._pretrain import MLMConfig, pretrain_mlm, pretrain_next_token
 
@@ -159,14 +161,15 @@ class ShortlistTrainer:
                                    seed=p.seed, eval_seed=p.seed, eval_windows=p.eval_windows,
                                    eval_batch_size=32, device=self.device)
                 run = pretrain_next_token if self.signal == "next_token" else pretrain_mlm
-                run(model, prepared, config, on_checkpoint=measured, checkpoint_dir=checkpoint_dir)
+                curve.resumed_from = run(model, prepared, config, on_checkpoint=measured,
+                                         checkpoint_dir=checkpoint_dir).resumed_from
         finally:
             curve.seconds = time.perf_counter() - wall
             curve.cpu_seconds = time.process_time() - cpu
         return curve
 
     def _train_kd(self, model: Any, prepared: Any, measured: Callable[[int, float], None],
-                  checkpoint_dir: str | os.PathLike | None) -> None:
+                  checkpoint_dir: str | os.PathLike | None) -> int | None:
         from optuna_wpca.distill import TrainConfig, train
         from optuna_wpca.distill._trainer import CHECKPOINT
         from optuna_wpca.models._transformers import CandidateForSequenceClassification
@@ -197,5 +200,5 @@ class ShortlistTrainer:
             def should_prune() -> bool:
                 return False
 
-        train(student, text, config, teacher=teacher, trial=_Reports(), checkpoint_dir=checkpoint_dir,
-              teacher_cache=cache)
+        return train(student, text, config, teacher=teacher, trial=_Reports(), checkpoint_dir=checkpoint_dir,
+                     teacher_cache=cache).resumed_from
