@@ -121,6 +121,11 @@ def test_the_proxy_scores_inherited_weights_and_a_saved_supernet_round_trips(tra
     wider = WPCASpace(num_layers=2, hidden_size=64, bert_heads=2, mobilebert_heads=2)
     with pytest.raises(ValueError, match="not a path of the supernet's space"):
         compute_proxy("supernet", wider.build(wider.sample(0)), batch, supernet=str(directory))
+    from optuna_wpca import DecoderSpace
+
+    decoder = DecoderSpace(num_layers_choices=(2,), hidden_sizes=(32,), heads=(2,), ffn_sizes=(64,))
+    with pytest.raises(ValueError, match=r"candidate \(DecoderModel\) is not a path of the supernet's space"):
+        compute_proxy("supernet", decoder.build(decoder.sample(0)), batch, supernet=str(directory))
     assert meta["teacher"] and not get_proxy("supernet").zero_cost and "supernet" in list_proxies()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from optuna_wpca._presets import PRESETS
 from optuna_wpca.cli._distill import run_distill
 from optuna_wpca.cli._latency import run_calibrate_latency
-from optuna_wpca.cli._pick import add_pick_parser
+from optuna_wpca.cli._pick import run_pick
 from optuna_wpca.cli._rank import run_rank
 from optuna_wpca.cli._study_commands import run_export, run_refine, run_search, run_show
 from optuna_wpca.models._base import COUNT_CONVENTIONS
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Training-free search for compact language models with W-PCA, as an Optuna plugin.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_rank, _add_search, _add_show, _add_refine, add_pick_parser, _add_distill, _add_calibrate,
+    for add in (_add_rank, _add_search, _add_show, _add_refine, _add_pick, _add_distill, _add_calibrate,
                 _add_export):
         add(sub)
     return parser
@@ -198,6 +198,55 @@ def _add_refine(sub: Any) -> None:
                         "(default: the search's --artifact-dir, recorded in the study; none if it had none)")
     refine.add_argument("--device", default="cpu", help="torch device (default cpu)")
     refine.set_defaults(func=run_refine)
+
+
+def _add_pick(sub: Any) -> None:
+    from optuna_wpca.pick import DEFAULT_PROTOCOLS
+    from optuna_wpca.pick._protocol import PRUNERS, SIGNALS
+
+    enc, dec = DEFAULT_PROTOCOLS["encoder"], DEFAULT_PROTOCOLS["decoder"]
+
+    def default(name: str) -> str:
+        a, b = getattr(enc, name), getattr(dec, name)
+        return f"default {a}" if a == b else f"default {a} for encoders, {b} for decoders"
+
+    pick = sub.add_parser(
+        "pick", help="train the top K of a zero-cost study briefly (a second study, <name>-pick) and record the pick",
+        description="The second stage: each of the K best distinct feasible architectures of the zero-cost study "
+        "trains from its seeded initialisation as a trial of '<study>-pick' in the same storage (KD pretraining "
+        "against the bundled teacher for encoders, next-token loss for decoders, on the bundled WikiText-2), reports "
+        "its held-out loss every --report-every steps, and the pruner stops the weak ones. The lowest loss among "
+        "the runs trained to the end is the pick, recorded in the zero-cost study: show, export and the model card "
+        "use it. A rerun resumes; a finished stage trains nothing.")
+    _add_study_options(pick, "the zero-cost study")
+    pick.add_argument("--shortlist", type=int, default=5, help="architectures to train, K (default 5)")
+    pick.add_argument("--pick-study", default=None, help="the second-stage study's name (default <study>-pick)")
+    g = pick.add_argument_group("protocol (defaults: the committed one, docs/benchmarks.md 'The pick, trained')")
+    g.add_argument("--steps", type=int, default=None, help=f"steps of a run never pruned ({default('steps')})")
+    g.add_argument("--report-every", type=int, default=None,
+                   help=f"steps between held-out measurements, each one a rung of the pruner ({default('report_every')})")
+    g.add_argument("--batch-size", type=int, default=None, help=f"sequences per step ({default('batch_size')})")
+    g.add_argument("--seq-len", type=int, default=None, help=f"tokens per sequence ({default('seq_len')})")
+    g.add_argument("--learning-rate", type=float, default=None,
+                   help=f"AdamW rate after warm-up, held constant ({default('learning_rate')})")
+    g.add_argument("--warmup-steps", type=int, default=None, help=f"linear warm-up steps ({default('warmup_steps')})")
+    g.add_argument("--eval-windows", type=int, default=None,
+                   help=f"held-out sequences per measurement ({default('eval_windows')})")
+    g.add_argument("--train-examples", type=int, default=None,
+                   help=f"KD: training paragraphs whose teacher targets are computed once ({default('train_examples')})")
+    g.add_argument("--signal", choices=SIGNALS, default=None,
+                   help="auto: kd for encoders, next_token for decoders; mlm: masked LM (encoders) (default auto)")
+    g.add_argument("--pruner", choices=PRUNERS, default=None, help=f"Optuna pruner ({default('pruner')})")
+    g.add_argument("--reduction-factor", type=int, default=None,
+                   help=f"the halving pruners' reduction factor ({default('reduction_factor')})")
+    g.add_argument("--seed", type=int, default=None, help=f"seed of weights, batches and masks ({default('seed')})")
+    pick.add_argument("--corpus", default=None, help="text file to train on (default: bundled WikiText-2)")
+    pick.add_argument("--teacher", default=None, help="KD: local BERT-family model directory (default: the "
+                      "bundled MiniLM-L6-H384)")
+    pick.add_argument("--work-dir", default="optuna_wpca_pick", help="checkpoints of each run and the teacher's "
+                      "targets (default optuna_wpca_pick)")
+    pick.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    pick.set_defaults(func=run_pick)
 
 
 def _add_distill(sub: Any) -> None:

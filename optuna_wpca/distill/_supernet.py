@@ -264,14 +264,14 @@ def _loaded(directory: str, device: str) -> tuple[Supernet, Projections, nn.Modu
 
 
 def _architecture_of(model: nn.Module, space: WPCASpace) -> Architecture:
-    layers = getattr(getattr(model, "config", None), "layers", None)
-    if not isinstance(model, WPCAModel) or layers is None:
-        raise ValueError(f"the supernet proxy scores W-PCA-family candidates, not {type(model).__name__}")
-    arch = Architecture(model.config.hidden_size, tuple(layers))
+    # Whatever the model's class, its config either describes a path of the space or it does not.
+    config = getattr(model, "config", None)
     try:
+        arch = Architecture(config.hidden_size, tuple(config.layers))
         space.to_params(arch)
-    except ValueError as err:
-        raise ValueError(f"the candidate is not a path of the supernet's space: {err}") from None
+    except (AttributeError, TypeError, KeyError, ValueError) as err:
+        raise ValueError(f"the candidate ({type(model).__name__}) is not a path of the supernet's space: "
+                         f"{err}") from None
     return arch
 
 
