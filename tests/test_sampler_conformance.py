@@ -13,9 +13,10 @@ SPACE = WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2
 
 
 class _WPCASamplerFactory:
-    @pytest.fixture
-    def sampler(self):
-        return lambda: WPCASampler(SPACE, population_size=4, seed=0)
+    # Both operator sets: the paper's (the default) and the ordinal steps along numeric genes.
+    @pytest.fixture(params=["paper", "ordinal"])
+    def sampler(self, request):
+        return lambda: WPCASampler(SPACE, population_size=4, seed=0, operators=request.param)
 
 
 class TestBasic(_WPCASamplerFactory, BasicSamplerTestCase):
