@@ -58,17 +58,29 @@ def objective_values(bench, objective: str, checkpoint: Path) -> list[float]:
     return list(results[objective].values)
 
 
-def shortlists(values, counts, k: int) -> list[dict[str, Any]]:
-    """Per budget: the architectures that fit and the objective's top ``k`` among them, best first
-    (ties in the objective kept in file order: the order a study would meet them is arbitrary)."""
-    maximize = True
-    oriented = _oriented(values, maximize)
+def _params_key(bench, i: int) -> str:
+    return json.dumps(bench.space_of(i).to_params(bench.archs[i]), sort_keys=True, default=str)
+
+
+def shortlists(bench, values, counts, k: int) -> list[dict[str, Any]]:
+    """Per budget: the architectures that fit and the objective's top ``k`` distinct architectures among
+    them, best first, as a study's shortlist holds them (NAS-Bench-BERT lists 9 architectures twice,
+    trained twice: one entry stands for both, and a pick of it is read as the mean of their
+    percentiles). Ties in the objective keep file order."""
+    oriented = _oriented(values, True)
     out = []
     for q, budget in zip(DEFAULT_PERCENTILES, np.percentile(counts, list(DEFAULT_PERCENTILES))):
         fits = np.flatnonzero(counts <= budget)
         order = fits[np.argsort(-oriented[fits], kind="stable")]
-        out.append({"percentile": q, "max_params": float(budget), "fits": fits.tolist(),
-                    "top": order[:k].tolist()})
+        top, seen = [], set()
+        for i in order:
+            key = _params_key(bench, int(i))
+            if key not in seen:
+                seen.add(key)
+                top.append(int(i))
+            if len(top) == k:
+                break
+        out.append({"percentile": q, "max_params": float(budget), "fits": fits.tolist(), "top": top})
     return out
 
 
@@ -172,7 +184,7 @@ def run(args) -> None:
         raise SystemExit("the objective must be maximised")
     truth = np.asarray(bench.truth, dtype=float)
     counts = np.asarray([bench.space_of(i).num_params(a) for i, a in enumerate(bench.archs)], dtype=float)
-    lists = shortlists(values, counts, args.k)
+    lists = shortlists(bench, values, counts, args.k)
     name = Path(bench.path).stem if args.benchmark not in ("nas-bench-bert", "lts-gpt2-wt103") else args.benchmark
     journal = JournalTrainer(bench, protocol, Path(args.journal or RESULTS / f"pick.{name}.journal.jsonl"),
                              args.device)
@@ -188,20 +200,26 @@ def run(args) -> None:
     for b in lists:
         fits = np.asarray(b["fits"])
         pct = _percentiles_of(truth[fits])
-        where = {int(i): j for j, i in enumerate(fits)}
+        same: dict[str, list[int]] = {}
+        for j, i in enumerate(fits):
+            same.setdefault(_params_key(bench, int(i)), []).append(j)
+
+        def percentile(i: int) -> float:  # an architecture listed twice: the mean of its entries
+            return float(np.mean([pct[j] for j in same[_params_key(bench, i)]]))
+
         record, cpu = second_stage(bench, values, b["top"], journal)
         picked = bench_index = b["top"][record["zero_cost_rank"] - 1]
         obj = _oriented(values, True)[fits]
         rows.append({
             "percentile": b["percentile"], "max_params": b["max_params"], "feasible": len(fits),
             "zero_cost_pick": float(pct[obj == obj.max()].mean()),
-            "second_stage_pick": float(pct[where[picked]]),
+            "second_stage_pick": percentile(picked),
             "best_of_top": _expected_best_of_top(obj, pct, args.k),
-            "best_of_shortlist": float(max(pct[where[i]] for i in b["top"])),
+            "best_of_shortlist": max(percentile(i) for i in b["top"]),
             "picked": bench.ids[bench_index], "picked_zero_cost_rank": record["zero_cost_rank"],
             "cpu_seconds": cpu,
             "unpruned_cpu_seconds": sum(journal.curves[entry_key(bench, i)]["cpu_seconds"] for i in b["top"]),
-            "shortlist": [{"id": bench.ids[i], "truth_percentile": float(pct[where[i]]), "state": r["state"],
+            "shortlist": [{"id": bench.ids[i], "truth_percentile": percentile(i), "state": r["state"],
                            "losses": r["losses"]} for i, r in zip(b["top"], record["shortlist"])],
         })
     report(args, bench, rows, journal, truth, values, name, lists)
