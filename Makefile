@@ -42,7 +42,7 @@ floors:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(FLOORS)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/test_study.py tests/test_objective.py tests/test_sampler.py tests/test_transformers.py \
 		tests/test_dashboard.py tests/test_storage.py tests/test_text.py tests/test_models.py \
-		tests/test_cli.py tests/test_distill.py hub
+		tests/test_cli.py tests/test_distill.py tests/test_optuna_private.py tests/test_pick.py hub
 
 # The package as released: the wheel built and checked (twine), installed with the CPU torch wheel in a
 # fresh virtual environment outside the repository, and a search run from there.

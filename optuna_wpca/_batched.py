@@ -21,6 +21,8 @@ import optuna
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._optuna_private import storage_of, study_id_of, trial_id_of
+
 _ORIGIN_KEY = "optuna_wpca:written_by"
 _NOTE_PREFIX = "dashboard:"
 _GA_CACHE = ":parent:"  # BaseGASampler's per-generation parent cache keys
@@ -71,18 +73,18 @@ class BatchedWrites:
         self._lock = threading.Lock()  # optimize(n_jobs > 1) calls back from several threads
         self._written: set[int] = set()  # working-copy numbers already written (or read from the study)
         self._seen: set[int] = set()  # trial ids of the study already in the working copy
-        storage = study._storage
+        storage = storage_of(study)
         if sampler is None:
             try:  # its own copy, so the study's sampler object is left as it was
                 sampler = copy.deepcopy(study.sampler)
             except (TypeError, copy.Error):  # one that does not copy (a lock, say) is shared
                 sampler = study.sampler
         self.working = optuna.create_study(storage=InMemoryStorage(), sampler=sampler, directions=study.directions)
-        for key, value in storage.get_study_user_attrs(study._study_id).items():
+        for key, value in storage.get_study_user_attrs(study_id_of(study)).items():
             self.working.set_user_attr(key, value)
-        for key, value in storage.get_study_system_attrs(study._study_id).items():
+        for key, value in storage.get_study_system_attrs(study_id_of(study)).items():
             if not key.startswith(_NOTE_PREFIX):
-                self.working._storage.set_study_system_attr(self.working._study_id, key, value)
+                storage_of(self.working).set_study_system_attr(study_id_of(self.working), key, value)
         user, system = self._working_study_attrs()
         self._study_attrs = (user, _shared(system))
         self._take_in_new_trials()
@@ -119,14 +121,14 @@ class BatchedWrites:
 
     def _write(self) -> int:
         trials = self._unwritten()
-        storage, study_id = self.study._storage, self.study._study_id
+        storage, study_id = storage_of(self.study), study_id_of(self.study)
         user, system = self._working_study_attrs()
         for t in trials:
             copy = _with_system_attr(t, _ORIGIN_KEY, self._origin)
             trial_id = storage.create_new_trial(study_id, template_trial=copy)
             self._written.add(t.number)
             self._seen.add(trial_id)
-            _copy_note(system, t._trial_id, storage, study_id, trial_id)
+            _copy_note(system, trial_id_of(t), storage, study_id, trial_id)
         self._write_study_attrs(user, system)
         self._last_write = time.monotonic()
         if trials:
@@ -135,7 +137,7 @@ class BatchedWrites:
         return len(trials)
 
     def _working_study_attrs(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        storage, study_id = self.working._storage, self.working._study_id
+        storage, study_id = storage_of(self.working), study_id_of(self.working)
         return dict(storage.get_study_user_attrs(study_id)), dict(storage.get_study_system_attrs(study_id))
 
     def _write_study_attrs(self, user: dict[str, Any], system: dict[str, Any]) -> None:
@@ -143,7 +145,7 @@ class BatchedWrites:
         writes on first sight, say) reach the study too; notes are re-keyed per trial instead, and the
         GA's per-generation parent caches stay here, so another worker's stay as they are."""
         system = _shared(system)
-        storage, study_id = self.study._storage, self.study._study_id
+        storage, study_id = storage_of(self.study), study_id_of(self.study)
         for key, value in user.items():
             if self._study_attrs[0].get(key, _MISSING) != value:
                 storage.set_study_user_attr(study_id, key, value)
@@ -155,9 +157,9 @@ class BatchedWrites:
     def _take_in_new_trials(self) -> None:
         """Finished trials of the study not yet in the working copy (other workers', or all at start)."""
         for t in self.study.get_trials(deepcopy=False):
-            if t._trial_id in self._seen or not t.state.is_finished():
+            if trial_id_of(t) in self._seen or not t.state.is_finished():
                 continue
-            self._seen.add(t._trial_id)
+            self._seen.add(trial_id_of(t))
             if t.system_attrs.get(_ORIGIN_KEY) == self._origin:
                 continue
             number = len(self.working.get_trials(deepcopy=False))

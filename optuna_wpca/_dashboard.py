@@ -11,6 +11,7 @@ import optuna
 
 from optuna_wpca import _attributes as attr
 from optuna_wpca.spaces import Architecture, SearchSpace
+from optuna_wpca._optuna_private import storage_url
 
 if TYPE_CHECKING:
     from optuna_wpca._record import SearchRecord
@@ -110,11 +111,7 @@ def architecture_svg(space: SearchSpace, arch: Architecture, *, title: str = "",
 
 def _export_line(trial: optuna.Trial) -> str:
     """The CLI line that exports this trial (the storage URL where it can be read back)."""
-    backend = getattr(trial.study._storage, "_backend", trial.study._storage)
-    url = getattr(backend, "url", None)
-    if url is None:  # a journal file
-        path = getattr(getattr(backend, "_backend", None), "_file_path", None)
-        url = f"journal://{path}" if path else "URL"
+    url = storage_url(trial.study) or "URL"
     return f"optuna-wpca export --storage {url} --study-name {trial.study.study_name} --trial {trial.number} --out DIR"
 
 

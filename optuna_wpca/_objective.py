@@ -21,6 +21,7 @@ from optuna_wpca.proxies import (
     draw_reference, get_proxy, missing_options,
 )
 from optuna_wpca.spaces import SearchSpace
+from optuna_wpca._optuna_private import study_key
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.objective")
 
@@ -167,7 +168,7 @@ class ZeroCostObjective:
         study = getattr(trial, "study", None)
         if study is None:  # FixedTrial and friends: no study to read
             return self._budget
-        key = (id(study._storage), study._study_id)
+        key = study_key(study)
         budget = self._study_budgets.get(key)
         if budget is None:
             record = self.record(study)
@@ -338,7 +339,7 @@ class ZeroCostObjective:
             raise optuna.TrialPruned(budget.violation(n))
         study = getattr(trial, "study", None)
         # The study's recorded sample; without a study, score() falls back to this objective's own draw.
-        reference = self._references.get((id(study._storage), study._study_id)) if study is not None else None
+        reference = self._references.get(study_key(study)) if study is not None else None
         values, parts = self.score(arch, reference)
         cached = parts.get(attr.CACHED, False)
         trial.set_user_attr(attr.CACHED, cached)

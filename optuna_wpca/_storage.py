@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 import optuna
 
+from optuna_wpca._optuna_private import storage_of, trial_id_of
+
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.storage")
 
 
@@ -154,14 +156,14 @@ def trial_heartbeat(trial: optuna.Trial, interval: float) -> Iterator[None]:
     that the objective began: Optuna's heartbeats tell live trials from dead ones after that."""
     storage = trial.storage
     if _storage_heartbeats(storage):
-        storage.set_trial_system_attr(trial._trial_id, _HEARTBEAT, time.time())
+        storage.set_trial_system_attr(trial_id_of(trial), _HEARTBEAT, time.time())
         yield
         return
     done = threading.Event()
 
     def beat() -> None:
         while True:
-            storage.set_trial_system_attr(trial._trial_id, _HEARTBEAT, time.time())
+            storage.set_trial_system_attr(trial_id_of(trial), _HEARTBEAT, time.time())
             if done.wait(interval):
                 return
 
@@ -187,7 +189,7 @@ def fail_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
     Optuna's own heartbeats miss the first case: a trial has none until its objective starts,
     and ``RDBStorage`` never counts a trial without one as stale.
     """
-    storage = study._storage
+    storage = storage_of(study)
     own = _storage_heartbeats(storage)
     now, failed = time.time(), []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -199,7 +201,7 @@ def fail_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
         if last is None or now - last <= grace_period:
             continue
         try:
-            if storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
+            if storage.set_trial_state_values(trial_id_of(t), optuna.trial.TrialState.FAIL):
                 failed.append(t)
         except optuna.exceptions.UpdateFinishedTrialError:  # another worker failed it first
             pass
@@ -207,7 +209,7 @@ def fail_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
     retried = {t.user_attrs.get("retried_from") for t in study.get_trials(deepcopy=False)} if failed else set()
     for t in failed:
         if retry is not None:
-            retry(study, storage.get_trial(t._trial_id))
+            retry(study, storage.get_trial(trial_id_of(t)))
         elif t.number not in retried:
             study.enqueue_trial(t.params, user_attrs={"retried_from": t.number}, skip_if_exists=False)
     if failed:

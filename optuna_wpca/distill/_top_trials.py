@@ -24,6 +24,7 @@ from optuna_wpca.distill._tasks import Task
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._trainer import train
 from optuna_wpca.spaces import SearchSpace
+from optuna_wpca._optuna_private import storage_of
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.distill")
 
@@ -116,7 +117,7 @@ def distill_top_trials(
     if not winners:
         raise ValueError(f"study {study.study_name!r} has no completed feasible trial to distil")
     kd = optuna.create_study(
-        storage=study._storage, study_name=study_name or f"{study.study_name}-kd", direction="maximize",
+        storage=storage_of(study), study_name=study_name or f"{study.study_name}-kd", direction="maximize",
         sampler=sampler, pruner=pruner, load_if_exists=True,
     )
     record_distillation(kd, objective.space, source_study=study.study_name, task=objective.task.name)

@@ -20,6 +20,7 @@ from optuna_wpca._selection import top_trials
 from optuna_wpca.pick._protocol import PickProtocol, default_protocol
 from optuna_wpca.pick._training import ShortlistTrainer
 from optuna_wpca.spaces import SearchSpace
+from optuna_wpca._optuna_private import storage_of
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.pick")
 #: A trial that resumed a killed run: the step its checkpoint held.
@@ -111,7 +112,7 @@ def shortlist(study: optuna.Study, k: int) -> list[FrozenTrial]:
 def _open_stage(study: optuna.Study, name: str, protocol: PickProtocol, winners: list[FrozenTrial],
                 k: int) -> optuna.Study:
     """The second-stage study, created with its record, or an existing one checked against it."""
-    storage = study._storage
+    storage = storage_of(study)
     wanted = [t.number for t in winners]
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     if name in existing:

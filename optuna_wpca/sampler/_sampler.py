@@ -18,6 +18,7 @@ from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
 from optuna_wpca.sampler._operators import OPERATORS, mutate, mutate_ordinal, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
+from optuna_wpca._optuna_private import storage_of, study_key, trial_id_of
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.sampler")
 
@@ -160,7 +161,7 @@ class WPCASampler(BaseGASampler):
 
     def _study_budget(self, study: Study) -> Budget:
         """Record this search in ``study`` on first sight; the budget in force there."""
-        key = (id(study._storage), study._study_id)
+        key = study_key(study)
         budget = self._study_budgets.get(key)
         if budget is None:
             if key not in self._recorded:
@@ -237,7 +238,7 @@ class WPCASampler(BaseGASampler):
             self._study_budget(study)
         except ValueError:
             # A study recorded with another search: the trial just created must not stay RUNNING.
-            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            storage_of(study).set_trial_state_values(trial_id_of(trial), TrialState.FAIL)
             raise
         self._random.before_trial(study, trial)
 
