@@ -11,6 +11,7 @@ Example:
 """
 
 from optuna_wpca._batched import BatchedWrites
+from optuna_wpca._errors import InputError
 from optuna_wpca._objective import ZeroCostObjective
 from optuna_wpca.ranking import Benchmark, load_benchmark, rank_proxies
 from optuna_wpca._storage import open_storage
@@ -58,6 +59,7 @@ from optuna_wpca.spaces import (
 __version__ = "0.3.0.dev0"
 
 __all__ = [
+    "InputError",
     "DEFAULT_ETA",
     "DEFAULT_OBJECTIVES",
     "default_objective",

@@ -21,6 +21,7 @@ import optuna
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._optuna_private import storage_of, study_id_of, trial_id_of
 
 _ORIGIN_KEY = "optuna_wpca:written_by"
@@ -62,9 +63,9 @@ class BatchedWrites:
     def __init__(self, study: optuna.Study, every: int, *, sampler: optuna.samplers.BaseSampler | None = None,
                  max_seconds: float | None = None) -> None:
         if not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a positive number of trials, got {every!r}")
+            raise InputError(f"every must be a positive number of trials, got {every!r}")
         if max_seconds is not None and not max_seconds > 0:
-            raise ValueError(f"max_seconds must be a positive number of seconds or None, got {max_seconds!r}")
+            raise InputError(f"max_seconds must be a positive number of seconds or None, got {max_seconds!r}")
         self.study = study
         self.every = every
         self.max_seconds = max_seconds

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from optuna_wpca._errors import InputError
+
 if TYPE_CHECKING:
     from optuna_wpca.spaces import SearchSpace
 
@@ -30,9 +32,9 @@ class Budget:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
                 float("inf"), float("-inf")
             ):
-                raise ValueError(f"{name} must be a finite number of parameters or None, got {value!r}")
+                raise InputError(f"{name} must be a finite number of parameters or None, got {value!r}")
             if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value:,.0f}")
+                raise InputError(f"{name} must be >= 0, got {value:,.0f}")
             object.__setattr__(self, name, float(value))
 
     @property

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import optuna
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca import _attributes as attr
 from optuna_wpca._budget import Budget
 from optuna_wpca._claim import StudyClaim
@@ -31,13 +32,13 @@ def _available(device: str | torch.device) -> torch.device:
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device {str(device)!r} is not a torch device: {err}") from None
+        raise InputError(f"device {str(device)!r} is not a torch device: {err}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} is not available: this torch sees no CUDA GPU")
+        raise InputError(f"device {str(device)!r} is not available: this torch sees no CUDA GPU")
     try:
         torch.empty(1, device=device)
     except (RuntimeError, AssertionError) as err:
-        raise ValueError(f"device {str(device)!r} is not available: {str(err).splitlines()[0]}") from None
+        raise InputError(f"device {str(device)!r} is not available: {str(err).splitlines()[0]}") from None
     return device
 
 
@@ -55,7 +56,7 @@ def _check_batch(space: SearchSpace, batch: TextBatch) -> None:
     sequences, tokens = batch.shape
     limit = space.max_position_embeddings
     if tokens > limit:
-        raise ValueError(f"sequences of {tokens} tokens are longer than the space's max_position_embeddings "
+        raise InputError(f"sequences of {tokens} tokens are longer than the space's max_position_embeddings "
                          f"({limit}); use a shorter --seq-len")
     widest = space.widest_ffn()
     if sequences * tokens < widest:
@@ -131,18 +132,18 @@ class ZeroCostObjective:
         for name in self.proxies:
             get_proxy(name)  # fails early on an unknown name
         if budget is not None and (max_params is not None or min_params is not None):
-            raise ValueError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
+            raise InputError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
         self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         check_proxy_options(proxy_options, self.proxies)
         for name in self.proxies:
             missing = missing_options(name, proxy_options)
             if missing:
-                raise ValueError(f"proxy {name!r} cannot score without {' and '.join(f'{o}=...' for o in missing)}; "
+                raise InputError(f"proxy {name!r} cannot score without {' and '.join(f'{o}=...' for o in missing)}; "
                                  f"give {'it' if len(missing) == 1 else 'them'} to ZeroCostObjective")
         self._parts = tuple(dict.fromkeys(p for name in self.proxies for p in get_proxy(name).parts))
         if self._parts and (isinstance(reference_size, bool) or not isinstance(reference_size, int)
                             or reference_size < 2):
-            raise ValueError(f"reference_size must be a whole number >= 2 (the architectures that set the scale of "
+            raise InputError(f"reference_size must be a whole number >= 2 (the architectures that set the scale of "
                              f"{', '.join(n for n in self.proxies if get_proxy(n).parts)}), got {reference_size!r}")
         self.reference_size = reference_size
         self.reference_seed = reference_seed
@@ -220,7 +221,7 @@ class ZeroCostObjective:
             return
         size, seed, parts = raw.get("size"), raw.get("seed"), set(raw.get("values", {}))
         if size != self.reference_size or seed != self.reference_seed or not set(self._parts) <= parts:
-            raise ValueError(
+            raise InputError(
                 f"study {study.study_name!r} records a reference sample of {size} architectures drawn with seed "
                 f"{seed} ({', '.join(sorted(parts))}), not {self.reference_size} with seed {self.reference_seed} "
                 f"({', '.join(self._parts)}); use another study name or the recorded settings")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._budget import Budget
 from optuna_wpca.spaces import DecoderSpace, ELMSpace, FlexiBERTSpace, SearchSpace, WPCASpace
 
@@ -41,6 +42,6 @@ def preset(name: str) -> tuple[SearchSpace, Budget]:
         (12, 15700000.0)
     """
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     p = PRESETS[name]
     return p.make_space(), p.budget

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import optuna
 from optuna.trial import TrialState
 
+from optuna_wpca._errors import InputError
 from optuna_wpca import _attributes as attr
 from optuna_wpca._budget import Budget
 from optuna_wpca._text import BUNDLED_CORPUS, BUNDLED_TOKENIZER, MinibatchSpec, TextBatch
@@ -73,7 +74,7 @@ class SearchRecord:
         """The study's own minibatch, cut again from the recorded corpus; a clear error when it cannot be."""
         if self.minibatch is None:
             shape = f" ({self.batch[0]} x {self.batch[1]})" if self.batch else ""
-            raise ValueError(f"the study records its minibatch's shape{shape} but not where it came from (a batch "
+            raise InputError(f"the study records its minibatch's shape{shape} but not where it came from (a batch "
                              "made by hand, or a study searched before optuna-wpca 0.3), so it cannot be cut again; "
                              "score in Python with the same batch")
         return self.minibatch.build()
@@ -135,13 +136,13 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _refusal(study: optuna.Study, what: str, recorded: Any, given: Any) -> ValueError:
+def _refusal(study: optuna.Study, what: str, recorded: Any, given: Any) -> InputError:
     if isinstance(recorded, dict) and isinstance(given, dict):
         changed = ", ".join(f"{k} {recorded.get(k)!r} -> {given.get(k)!r}" for k in sorted(set(given) | set(recorded))
                             if recorded.get(k) != given.get(k))
-        return ValueError(f"study {study.study_name!r} was searched with other {what} ({changed}); "
+        return InputError(f"study {study.study_name!r} was searched with other {what} ({changed}); "
                           "use another study name, or the recorded settings")
-    return ValueError(f"study {study.study_name!r} was searched with the {what} {_shown(recorded)}, not "
+    return InputError(f"study {study.study_name!r} was searched with the {what} {_shown(recorded)}, not "
                       f"{_shown(given)}; use another study name, or leave the argument out to reuse the recorded one")
 
 
@@ -154,10 +155,10 @@ def _check_space(study: optuna.Study, space: SearchSpace, recorded: dict[str, An
         foreign = [t for t in study.get_trials(deepcopy=False, states=finished)
                    if t.state != TrialState.FAIL and not genes <= set(t.params)]
         if foreign:
-            raise ValueError(f"study {study.study_name!r} already holds {len(foreign)} trials not made by "
+            raise InputError(f"study {study.study_name!r} already holds {len(foreign)} trials not made by "
                              "optuna-wpca over this space; use another study name")
     elif recorded != space.to_dict():
-        raise ValueError(f"study {study.study_name!r} was searched over a different space "
+        raise InputError(f"study {study.study_name!r} was searched over a different space "
                          f"({recorded.get('type')}); use another study name")
 
 
@@ -235,7 +236,7 @@ def record_search(
     have = [d.name.lower() for d in study.directions]
     if directions is not None and have != list(directions):
         pairs = ", ".join(f"{p} ({d})" for p, d in zip(proxies or (), directions))
-        raise ValueError(f"study {study.study_name!r} has directions {have}, but the proxies want {pairs}; "
+        raise InputError(f"study {study.study_name!r} has directions {have}, but the proxies want {pairs}; "
                          f"create it with directions={list(directions)}")
 
     for key, value in writes.items():
@@ -279,7 +280,7 @@ def read_search(study: optuna.Study) -> SearchRecord:
     attrs = study.user_attrs
     raw = attrs.get(attr.SPACE)
     if raw is None:
-        raise ValueError(f"study {study.study_name!r} was not created by optuna-wpca (no space recorded)")
+        raise InputError(f"study {study.study_name!r} was not created by optuna-wpca (no space recorded)")
     return _read(study, attrs, space_from_dict(raw))
 
 

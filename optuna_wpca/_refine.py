@@ -28,6 +28,7 @@ from typing import Any
 import optuna
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca import _attributes as attr
 from optuna_wpca._budget import Budget
 from optuna_wpca._record import read_search
@@ -47,7 +48,7 @@ def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
     """Linear CKA between two representations of the same examples (rows): HSIC of the double-
     centred Gram matrices, normalised; 1 for representations equal up to rotation and scale."""
     if x.shape[0] != y.shape[0] or x.shape[0] < 2:
-        raise ValueError(f"CKA needs the same >= 2 examples in both, got {x.shape[0]} and {y.shape[0]}")
+        raise InputError(f"CKA needs the same >= 2 examples in both, got {x.shape[0]} and {y.shape[0]}")
     x = x.flatten(1).double()
     y = y.flatten(1).double()
     x = x - x.mean(0)
@@ -114,9 +115,9 @@ def refine_architecture(
 ) -> Refinement:
     """Refine ``arch`` (see the module doc); the result is in ``space`` and within ``budget``."""
     if not isinstance(space, WPCASpace):
-        raise ValueError(f"refine works on the W-PCA and ELM spaces (BERT / MobileBERT blocks), not {space.kind!r}")
+        raise InputError(f"refine works on the W-PCA and ELM spaces (BERT / MobileBERT blocks), not {space.kind!r}")
     if not 0 < cka_threshold <= 1:
-        raise ValueError(f"cka_threshold must be in (0, 1], got {cka_threshold}")
+        raise InputError(f"cka_threshold must be in (0, 1], got {cka_threshold}")
     budget = budget or Budget()
     model = space.build(arch, seed=seed, device=device)
     dims = layer_pca_dims(model, batch, eta=eta)
@@ -172,10 +173,10 @@ def refine(
     record = read_search(study)
     matches = [t for t in study.get_trials(deepcopy=False) if t.number == trial_number]
     if not matches:
-        raise ValueError(f"study {study.study_name!r} has no trial {trial_number}")
+        raise InputError(f"study {study.study_name!r} has no trial {trial_number}")
     source = matches[0]
     if source.state != optuna.trial.TrialState.COMPLETE:
-        raise ValueError(f"trial {trial_number} is {source.state.name}; only a completed trial can be refined")
+        raise InputError(f"trial {trial_number} is {source.state.name}; only a completed trial can be refined")
     space = record.space
     arch = space.from_params({k: v for k, v in source.params.items() if k in space.distributions()})
     if batch is None:

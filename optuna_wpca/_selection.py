@@ -6,6 +6,8 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._errors import InputError
+
 
 def is_feasible(trial: FrozenTrial) -> bool:
     """Whether every Optuna constraint of ``trial`` is satisfied (no constraints: True)."""
@@ -24,9 +26,9 @@ def top_trials(study: optuna.Study, k: int) -> list[FrozenTrial]:
         [3.0, 2.0]
     """
     if len(study.directions) != 1:
-        raise ValueError("top_trials needs a single-objective study; pick trials from study.best_trials instead")
+        raise InputError("top_trials needs a single-objective study; pick trials from study.best_trials instead")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InputError(f"k must be >= 1, got {k}")
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if is_feasible(t)]
     done.sort(key=lambda t: t.value, reverse=study.direction == StudyDirection.MAXIMIZE)
     seen, out = set(), []

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import optuna
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._optuna_private import storage_of, trial_id_of
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.storage")
@@ -35,13 +36,13 @@ def _check_sqlite_file(path: str) -> None:
     if not file.exists():
         return
     if file.is_dir():
-        raise ValueError(f"storage file {path!r} is a directory")
+        raise InputError(f"storage file {path!r} is a directory")
     if file.stat().st_size == 0:
-        raise ValueError(f"storage file {path!r} is empty (0 bytes), not an Optuna database; "
+        raise InputError(f"storage file {path!r} is empty (0 bytes), not an Optuna database; "
                          "remove it or name another file")
     with open(file, "rb") as f:
         if f.read(16) != b"SQLite format 3\x00":
-            raise ValueError(f"storage file {path!r} is not a SQLite database; it was left as it is")
+            raise InputError(f"storage file {path!r} is not a SQLite database; it was left as it is")
     for attempt in range(3):  # a writer in another process can make one check fail: look again
         try:
             # Not read-only: a read-only connection cannot use another writer's write-ahead log.
@@ -57,7 +58,7 @@ def _check_sqlite_file(path: str) -> None:
             return
         time.sleep(0.5 * (attempt + 1))
     if verdict != "ok":
-        raise ValueError(f"storage file {path!r} is damaged (SQLite quick_check: {verdict.splitlines()[0]}); "
+        raise InputError(f"storage file {path!r} is damaged (SQLite quick_check: {verdict.splitlines()[0]}); "
                          "it was left as it is")
 
 
@@ -75,7 +76,7 @@ def _with_installed_driver(url: str) -> str:
     for module, dialect in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
         if importlib.util.find_spec(module) is not None:
             return f"{dialect}{sep}{rest}"
-    raise ValueError(f"storage URL {url!r} needs a PostgreSQL driver: pip install 'optuna-wpca[postgres]' "
+    raise InputError(f"storage URL {url!r} needs a PostgreSQL driver: pip install 'optuna-wpca[postgres]' "
                      "(psycopg2) or psycopg")
 
 
@@ -90,15 +91,15 @@ def check_storage_url(url: str) -> None:
         ...
         ValueError: storage URL 'sqlite:/nope' is malformed; expected e.g. sqlite:///optuna_wpca.db
     """
-    malformed = ValueError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
+    malformed = InputError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
     if "://" not in url:
         raise malformed
     if url.startswith("journal://"):
         path = Path(url[len("journal://"):])
         if not str(path) or path.is_dir():
-            raise ValueError(f"journal storage {url!r} must name a file, e.g. journal://optuna_wpca.log")
+            raise InputError(f"journal storage {url!r} must name a file, e.g. journal://optuna_wpca.log")
         if not path.resolve().parent.is_dir():
-            raise ValueError(f"the folder of journal file {str(path)!r} does not exist")
+            raise InputError(f"the folder of journal file {str(path)!r} does not exist")
         return
     if url.startswith("sqlite:"):
         if not url.startswith("sqlite:///"):
@@ -106,7 +107,7 @@ def check_storage_url(url: str) -> None:
         if _sqlite_file(url):
             path = Path(url[len("sqlite:///"):])
             if not path.resolve().parent.is_dir():
-                raise ValueError(f"the folder of storage file {str(path)!r} does not exist")
+                raise InputError(f"the folder of storage file {str(path)!r} does not exist")
             _check_sqlite_file(str(path))
         return
     from sqlalchemy.engine import make_url
@@ -117,7 +118,7 @@ def check_storage_url(url: str) -> None:
     except ArgumentError:
         raise malformed from None
     except (NoSuchModuleError, ImportError) as err:
-        raise ValueError(f"storage URL {url!r} names a database or driver that is not installed: "
+        raise InputError(f"storage URL {url!r} names a database or driver that is not installed: "
                          f"{str(err).splitlines()[0]}") from None
 
 

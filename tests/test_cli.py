@@ -87,7 +87,7 @@ def test_help_explains_every_option():
     from optuna_wpca.cli import build_parser
 
     commands = build_parser()._subparsers._group_actions[0].choices
-    assert set(commands) == {"rank", "search", "show", "refine", "distill", "calibrate-latency", "export"}
+    assert set(commands) == {"rank", "search", "show", "refine", "pick", "distill", "calibrate-latency", "export"}
     undocumented = [(name, action.option_strings[0]) for name, command in commands.items()
                     for action in command._actions if action.option_strings and action.dest != "help"
                     and (not action.help or len(action.help.split()) < 2)]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Sequence
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.cli._errors import CLIError
 from optuna_wpca.cli._parser import build_parser
 
@@ -19,7 +21,8 @@ __all__ = ["CLIError", "build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; user errors print one line and return 2, an interrupt returns 130."""
+    """Run one command; bad input prints one line and returns 2, an interrupt returns 130, and any
+    other exception (a bug) prints its traceback and a line asking for a report, and returns 1."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -30,9 +33,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (CLIError, ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
+    except (InputError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as err:
+        # Bad input (an InputError is raised where input is checked) or a file the user named.
         print(f"optuna-wpca {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("optuna-wpca: interrupted", file=sys.stderr)
         return 130
+    except Exception:  # not the input's fault: a bug here, or in a library under us
+        traceback.print_exc()
+        print(f"optuna-wpca {args.command}: internal error (the traceback above is a bug, not bad input); please "
+              "report it to the optuna-wpca developers with the command line and this traceback", file=sys.stderr)
+        return 1

@@ -1,5 +1,7 @@
 """The CLI's user errors."""
 
+from optuna_wpca._errors import InputError
 
-class CLIError(Exception):
-    """A user error: printed as one line, exit status 2."""
+
+class CLIError(InputError):
+    """A user error found by the CLI itself: printed as one line, exit status 2."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from optuna_wpca._errors import InputError
+
 
 @dataclass
 class TrainConfig:
@@ -40,21 +42,21 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "max_seq_len", "eval_every", "checkpoint_every"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
+            raise InputError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
         if self.schedule not in ("linear", "constant"):
-            raise ValueError(f"schedule must be 'linear' or 'constant', got {self.schedule!r}")
+            raise InputError(f"schedule must be 'linear' or 'constant', got {self.schedule!r}")
         if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+            raise InputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+            raise InputError(f"learning_rate must be > 0, got {self.learning_rate}")
         from optuna_wpca.distill._losses import FEATURE_LOSSES, LOGIT_LOSSES
 
         if self.feature_loss not in FEATURE_LOSSES:
-            raise ValueError(f"feature_loss must be one of {FEATURE_LOSSES}, got {self.feature_loss!r}")
+            raise InputError(f"feature_loss must be one of {FEATURE_LOSSES}, got {self.feature_loss!r}")
         if self.logit_loss not in LOGIT_LOSSES:
-            raise ValueError(f"logit_loss must be one of {LOGIT_LOSSES}, got {self.logit_loss!r}")
+            raise InputError(f"logit_loss must be one of {LOGIT_LOSSES}, got {self.logit_loss!r}")
 
 
 @dataclass

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from optuna_wpca._errors import InputError
+
 if TYPE_CHECKING:
     from optuna_wpca.distill._tasks import Task
 
@@ -30,7 +32,7 @@ def load_text_corpus(path: str | os.PathLike | None = None, *, dev_fraction: flo
 
     lines = _read_corpus(path or bundled_text_path("test"))
     if not lines:
-        raise ValueError(f"text corpus {str(path)!r} is empty")
+        raise InputError(f"text corpus {str(path)!r} is empty")
     order = np.random.default_rng(seed).permutation(len(lines))
     n_dev = max(1, int(len(lines) * dev_fraction))
     return TextCorpus(Path(str(path or "wikitext-2")).stem, [lines[i] for i in order[n_dev:]],
@@ -44,7 +46,7 @@ def encode_text(lines: list[str], tokenizer: Any, max_len: int) -> dict[str, tor
     body = max_len - 2
     n = stream.numel() // body
     if n < 1:
-        raise ValueError(f"text corpus has {stream.numel()} tokens; one {max_len}-token window needs {body}")
+        raise InputError(f"text corpus has {stream.numel()} tokens; one {max_len}-token window needs {body}")
     windows = stream[: n * body].view(n, body)
     cls = torch.full((n, 1), tokenizer.cls_token_id)
     sep = torch.full((n, 1), tokenizer.sep_token_id)

@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from optuna_wpca._errors import InputError
+
 
 def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Cross-entropy of the student's softmax against the teacher's, averaged over examples.
@@ -72,7 +74,7 @@ class Projections(nn.Module):
     def forward(self, kind: str, x: torch.Tensor) -> torch.Tensor:
         key = f"{kind}_{x.shape[-1]}"
         if key not in self.maps:
-            raise ValueError(f"no projection for {kind} outputs of width {x.shape[-1]}")
+            raise InputError(f"no projection for {kind} outputs of width {x.shape[-1]}")
         return self.maps[key](x)
 
 
@@ -96,9 +98,9 @@ def kd_loss(
     optionally ``logits``; ``mapping[i]`` is the teacher layer of student layer i.
     """
     if feature_loss not in FEATURE_LOSSES:
-        raise ValueError(f"unknown feature_loss {feature_loss!r}; use one of {FEATURE_LOSSES}")
+        raise InputError(f"unknown feature_loss {feature_loss!r}; use one of {FEATURE_LOSSES}")
     if logit_loss not in LOGIT_LOSSES:
-        raise ValueError(f"unknown logit_loss {logit_loss!r}; use one of {LOGIT_LOSSES}")
+        raise InputError(f"unknown logit_loss {logit_loss!r}; use one of {LOGIT_LOSSES}")
     match = F.mse_loss if feature_loss == "mse" else pkd_loss
     emb = match(projections("embeddings", student["embeddings"]), teacher["embeddings"])
     att = sum(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from optuna_wpca._errors import InputError
+
 
 def layer_mapping(student_layers: int, teacher_layers: int) -> list[int]:
     """0-based teacher layer for each 0-based student layer, evenly spaced, ending on the last.
@@ -17,7 +19,7 @@ def layer_mapping(student_layers: int, teacher_layers: int) -> list[int]:
         [2, 3, 5, 6]
     """
     if student_layers < 1 or teacher_layers < 1:
-        raise ValueError(f"layer counts must be >= 1, got student {student_layers}, teacher {teacher_layers}")
+        raise InputError(f"layer counts must be >= 1, got student {student_layers}, teacher {teacher_layers}")
     # Exact integer arithmetic: ceil(l * T / S) without float rounding.
     return [-(-(l * teacher_layers) // student_layers) - 1 for l in range(1, student_layers + 1)]
 

@@ -15,6 +15,7 @@ import optuna
 import torch
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models import CandidateModel
 
 #: transformers model types whose layers look like BERT's (embeddings, attention output, layer output).
@@ -55,17 +56,17 @@ def load_teacher(path: str | os.PathLike | None = None, *, num_labels: int | Non
         raise FileNotFoundError(f"teacher directory {str(path)!r} does not exist")
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise ValueError(f"teacher directory {str(path)!r} has no config.json: not a transformers model")
+        raise InputError(f"teacher directory {str(path)!r} has no config.json: not a transformers model")
     model_type = json.loads(config_file.read_text()).get("model_type")
     if model_type not in BERT_FAMILY:
-        raise ValueError(
+        raise InputError(
             f"teacher in {str(path)!r} is a {model_type!r} model; distillation needs a BERT-family encoder "
             f"({', '.join(BERT_FAMILY)})"
         )
     weights = [f for f in ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                            "pytorch_model.bin.index.json") if (path / f).is_file()]
     if not weights:
-        raise ValueError(f"teacher directory {str(path)!r} has no weights (model.safetensors or pytorch_model.bin)")
+        raise InputError(f"teacher directory {str(path)!r} has no weights (model.safetensors or pytorch_model.bin)")
     # transformers' load report and progress bar are replaced by one warning of ours when it matters.
     verbosity, bar = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity_error()
@@ -78,7 +79,7 @@ def load_teacher(path: str | os.PathLike | None = None, *, num_labels: int | Non
                 str(path), num_labels=num_labels, local_files_only=True, output_loading_info=True)
     except Exception as err:  # a truncated or corrupt weights file (safetensors raises its own type)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"teacher weights in {str(path)!r} cannot be read ({weights[0]}): {first}") from None
+        raise InputError(f"teacher weights in {str(path)!r} cannot be read ({weights[0]}): {first}") from None
     finally:
         transformers_logging.set_verbosity(verbosity)
         if bar:
@@ -147,7 +148,7 @@ def student_points(encoder: CandidateModel) -> dict[str, list[nn.Module]]:
         elif hasattr(layer, "mixing"):  # FlexiBERT layers
             attention.append(layer.mixing)
         else:
-            raise ValueError(f"{type(layer).__name__} has no attention output to distil")
+            raise InputError(f"{type(layer).__name__} has no attention output to distil")
     return {"embeddings": [encoder.embeddings], "attention": attention, "ffn": list(encoder.layers)}
 
 

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import _detokenise, bundled_text_path, load_tokenizer
 from optuna_wpca.distill._trainer import take_step
 
@@ -57,7 +58,7 @@ class MLMCorpus:
 
     def __post_init__(self) -> None:
         if len(self.train) < 2 or len(self.held_out) < 2:
-            raise ValueError(f"empty corpus: {len(self.train)} training and {len(self.held_out)} held-out tokens")
+            raise InputError(f"empty corpus: {len(self.train)} training and {len(self.held_out)} held-out tokens")
 
 
 def _articles(path: str) -> list[list[str]]:
@@ -85,7 +86,7 @@ def wikitext_mlm_corpus(held_out_every: int = 5, tokenizer: str | None = None) -
         True
     """
     if held_out_every < 2:
-        raise ValueError(f"held_out_every must be >= 2, got {held_out_every}")
+        raise InputError(f"held_out_every must be >= 2, got {held_out_every}")
     tok = load_tokenizer(tokenizer)
     test = _articles(str(bundled_text_path("test")))
     held = [a for i, a in enumerate(test) if i % held_out_every == held_out_every - 1]
@@ -126,18 +127,18 @@ class MLMConfig:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_batch_size"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.seq_len < 3:
-            raise ValueError(f"seq_len must be >= 3 ([CLS], a token, [SEP]), got {self.seq_len}")
+            raise InputError(f"seq_len must be >= 3 ([CLS], a token, [SEP]), got {self.seq_len}")
         if not 0 < self.mask_rate < 1:
-            raise ValueError(f"mask_rate must lie in (0, 1), got {self.mask_rate}")
+            raise InputError(f"mask_rate must lie in (0, 1), got {self.mask_rate}")
         if self.learning_rate <= 0 or self.warmup_steps < 0:
-            raise ValueError("learning_rate must be > 0 and warmup_steps >= 0")
+            raise InputError("learning_rate must be > 0 and warmup_steps >= 0")
         if self.eval_windows is not None and self.eval_windows < 1:
-            raise ValueError(f"eval_windows must be >= 1 or None, got {self.eval_windows}")
+            raise InputError(f"eval_windows must be >= 1 or None, got {self.eval_windows}")
         bad = [s for s in self.checkpoints if not 1 <= s <= self.steps]
         if bad:
-            raise ValueError(f"checkpoints {bad} are outside 1..steps={self.steps}")
+            raise InputError(f"checkpoints {bad} are outside 1..steps={self.steps}")
 
 
 @dataclass
@@ -185,7 +186,7 @@ def _word_embeddings(model: nn.Module) -> nn.Embedding:
         table = getattr(emb, name, None)
         if isinstance(table, nn.Embedding):
             return table
-    raise ValueError(f"{type(model).__name__} has no word-embedding table to tie a masked-LM head to")
+    raise InputError(f"{type(model).__name__} has no word-embedding table to tie a masked-LM head to")
 
 
 def _frame(windows: np.ndarray, corpus: MLMCorpus) -> torch.Tensor:
@@ -217,7 +218,7 @@ def held_out_batches(corpus: MLMCorpus, config: MLMConfig) -> list[tuple[torch.T
     width = config.seq_len - 2
     n = len(corpus.held_out) // width
     if n < 1:
-        raise ValueError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
+        raise InputError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
     n = min(n, config.eval_windows or n)
     ids = _frame(corpus.held_out[: n * width].reshape(n, width), corpus)
     inputs, masked = _mask(ids, config.mask_rate, torch.Generator().manual_seed(config.eval_seed), corpus.mask_id)
@@ -314,13 +315,13 @@ def pretrain_next_token(
         ([2], True)
     """
     if not getattr(model, "is_causal", False) or not hasattr(model, "logits"):
-        raise ValueError(f"{type(model).__name__} is not a causal model with next-token logits; "
+        raise InputError(f"{type(model).__name__} is not a causal model with next-token logits; "
                          "pretrain an encoder with pretrain_mlm")
     device = torch.device(config.device)
     width = config.seq_len
     n = len(corpus.held_out) // width
     if n < 1:
-        raise ValueError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
+        raise InputError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
     n = min(n, config.eval_windows or n)
     held = torch.from_numpy(corpus.held_out[: n * width].reshape(n, width))
 
@@ -375,7 +376,7 @@ def _pretrain(model: nn.Module, head: nn.Module | None, config: MLMConfig, train
     if ckpt is not None and ckpt.is_file():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         if state["config"] != dataclasses.asdict(config):
-            raise ValueError(f"the checkpoint in {str(ckpt.parent)!r} is of another recipe; remove it or use "
+            raise InputError(f"the checkpoint in {str(ckpt.parent)!r} is of another recipe; remove it or use "
                              "another folder")
         for module, key in zip(modules, ("model", "head")):
             module.load_state_dict(state[key])
@@ -414,5 +415,5 @@ def _pretrain(model: nn.Module, head: nn.Module | None, config: MLMConfig, train
 def _hidden_size(model: nn.Module) -> int:
     size = getattr(getattr(model, "config", None), "hidden_size", None)
     if size is None:
-        raise ValueError(f"{type(model).__name__} has no config.hidden_size")
+        raise InputError(f"{type(model).__name__} has no config.hidden_size")
     return int(size)

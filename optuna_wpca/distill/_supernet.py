@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch, load_tokenizer, model_inputs
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._data import TextCorpus, encode_split
@@ -64,7 +65,7 @@ class Supernet(nn.Module):
     def __init__(self, space: WPCASpace, seed: int | None = 0) -> None:
         super().__init__()
         if not isinstance(space, WPCASpace):
-            raise ValueError(f"a supernet needs a W-PCA-family space (WPCASpace, ELMSpace), not {type(space).__name__}")
+            raise InputError(f"a supernet needs a W-PCA-family space (WPCASpace, ELMSpace), not {type(space).__name__}")
         self.space = space
         self.widest = space.ffn_unit * max(space.ffn_mults)
         self.blocks = nn.ModuleDict()
@@ -199,7 +200,7 @@ def train_supernet(
     device = torch.device(config.device)
     tokenizer = load_tokenizer()
     if not corpus.train or not corpus.dev:
-        raise ValueError("the supernet's text corpus has an empty train or dev split")
+        raise InputError("the supernet's text corpus has an empty train or dev split")
     train_data = encode_split(corpus, "train", tokenizer, config.max_seq_len)
     dev_data = encode_split(corpus, "dev", tokenizer, config.max_seq_len)
     net.to(device).train()
@@ -270,7 +271,7 @@ def _architecture_of(model: nn.Module, space: WPCASpace) -> Architecture:
         arch = Architecture(config.hidden_size, tuple(config.layers))
         space.to_params(arch)
     except (AttributeError, TypeError, KeyError, ValueError) as err:
-        raise ValueError(f"the candidate ({type(model).__name__}) is not a path of the supernet's space: "
+        raise InputError(f"the candidate ({type(model).__name__}) is not a path of the supernet's space: "
                          f"{err}") from None
     return arch
 

@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
+from optuna_wpca._errors import InputError
+
 #: Tasks bundled with the package (copied with their README and licence).
 BUNDLED_TASKS = ("rt-sentiment", "snli")
 SNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -134,7 +136,7 @@ def load_glue_files(
     import datasets
 
     if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; use one of {sorted(METRICS)}")
+        raise InputError(f"unknown metric {metric!r}; use one of {sorted(METRICS)}")
     splits = {}
     for split, file in (("train", train_file), ("dev", dev_file)):
         file = Path(file)
@@ -147,11 +149,11 @@ def load_glue_files(
         elif suffix in (".json", ".jsonl"):
             ds = datasets.load_dataset("json", data_files=str(file), split="train")
         else:
-            raise ValueError(f"task file {str(file)!r}: use .tsv, .csv, .json or .jsonl")
+            raise InputError(f"task file {str(file)!r}: use .tsv, .csv, .json or .jsonl")
         needed = [c for c in (text_a, text_b, label) if c]
         missing = [c for c in needed if c not in ds.column_names]
         if missing:
-            raise ValueError(f"task file {str(file)!r} has no column(s) {missing}; it has {ds.column_names}")
+            raise InputError(f"task file {str(file)!r} has no column(s) {missing}; it has {ds.column_names}")
         splits[split] = [(row[text_a], row[text_b] if text_b else None, row[label]) for row in ds]
     regression = metric == "pearson_spearman"
     if regression:
@@ -171,4 +173,4 @@ def load_task(name: str, **kwargs: Any) -> Task:
         return load_rt_sentiment(**kwargs)
     if name == "snli":
         return load_snli(**kwargs)
-    raise ValueError(f"unknown task {name!r}; bundled tasks are {BUNDLED_TASKS}, or use load_glue_files()")
+    raise InputError(f"unknown task {name!r}; bundled tasks are {BUNDLED_TASKS}, or use load_glue_files()")

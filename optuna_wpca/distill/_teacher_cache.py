@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import load_tokenizer, model_inputs
 from optuna_wpca.distill._config import TrainConfig
 from optuna_wpca.distill._data import TextCorpus, encode_split
@@ -55,7 +56,7 @@ class TeacherCache:
             raise FileNotFoundError(f"{str(self.directory)!r} holds no teacher cache (meta.json missing)")
         self.meta = json.loads(meta_file.read_text())
         if self.meta.get("format") != FORMAT:
-            raise ValueError(f"{str(self.directory)!r} is not a teacher cache of format {FORMAT!r}")
+            raise InputError(f"{str(self.directory)!r} is not a teacher cache of format {FORMAT!r}")
         self.hidden = np.load(self.directory / "hidden.npy", mmap_mode="r")
         logits_file = self.directory / "logits.npy"
         self.logits = np.load(logits_file) if logits_file.is_file() else None
@@ -74,13 +75,13 @@ class TeacherCache:
     def check(self, input_ids: torch.Tensor, teacher: nn.Module | None = None) -> None:
         """Raise ValueError unless the cache holds exactly these examples (and this teacher's targets)."""
         if not self.holds(input_ids):
-            raise ValueError(
+            raise InputError(
                 f"teacher cache {str(self.directory)!r} was computed for other training data "
                 f"({tuple(self.input_ids.shape)} token ids, not {tuple(input_ids.shape)}); build it for this task "
                 "and max_seq_len"
             )
         if teacher is not None and teacher_fingerprint(teacher) != self.fingerprint:
-            raise ValueError(f"teacher cache {str(self.directory)!r} was computed by another teacher")
+            raise InputError(f"teacher cache {str(self.directory)!r} was computed by another teacher")
 
     def targets(self, idx: torch.Tensor, device: Any = "cpu") -> dict[str, Any]:
         """The KD targets of the examples ``idx``, laid out as the KD loss reads a teacher's outputs."""

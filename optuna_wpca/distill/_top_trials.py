@@ -15,6 +15,7 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._errors import InputError
 from optuna_wpca import _attributes as attr
 from optuna_wpca._record import record_distillation
 from optuna_wpca._selection import top_trials
@@ -59,7 +60,7 @@ class DistillationObjective:
                  checkpoint_root: str | os.PathLike | None = None, save_root: str | os.PathLike | None = None,
                  progress: bool = False) -> None:
         if space.family != "encoder":
-            raise ValueError(f"distillation trains sequence classifiers from a BERT teacher, which needs an encoder "
+            raise InputError(f"distillation trains sequence classifiers from a BERT teacher, which needs an encoder "
                              f"space; the {space.kind!r} space holds {space.family}s")
         self.space, self.task, self.teacher = space, task, teacher
         self.config = config or TrainConfig()
@@ -73,7 +74,7 @@ class DistillationObjective:
         overrides = self.hyperparameters(trial) if self.hyperparameters else {}
         unknown = set(overrides) - set(TrainConfig.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"hyperparameters() returned unknown TrainConfig fields {sorted(unknown)}")
+            raise InputError(f"hyperparameters() returned unknown TrainConfig fields {sorted(unknown)}")
         config = TrainConfig(**{**self.config.__dict__, **overrides})
         trial.set_user_attr(attr.NUM_PARAMS, self.space.num_params(arch))
         trial.set_user_attr(attr.ARCHITECTURE, self.space.summary(arch))
@@ -115,7 +116,7 @@ def distill_top_trials(
     """
     winners = top_trials(study, k)
     if not winners:
-        raise ValueError(f"study {study.study_name!r} has no completed feasible trial to distil")
+        raise InputError(f"study {study.study_name!r} has no completed feasible trial to distil")
     kd = optuna.create_study(
         storage=storage_of(study), study_name=study_name or f"{study.study_name}-kd", direction="maximize",
         sampler=sampler, pruner=pruner, load_if_exists=True,
@@ -161,7 +162,7 @@ class DistillTopTrials:
                  study_name: str | None = None, sampler: optuna.samplers.BaseSampler | None = None,
                  pruner: optuna.pruners.BasePruner | None = None, stop_search: bool = True) -> None:
         if after < 1:
-            raise ValueError(f"after must be >= 1 (completed zero-cost trials before distilling), got {after}")
+            raise InputError(f"after must be >= 1 (completed zero-cost trials before distilling), got {after}")
         self.objective, self.after, self.stop_search = objective, after, stop_search
         self.study_options = {"k": k, "n_trials": n_trials, "study_name": study_name, "sampler": sampler,
                               "pruner": pruner}

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import load_tokenizer, model_inputs
 from optuna_wpca.distill._config import TrainConfig, TrainResult
 from optuna_wpca.distill._data import TextCorpus, encode_split
@@ -150,20 +151,20 @@ def train(
     tokenizer = tokenizer or load_tokenizer()
     general = isinstance(task, TextCorpus)
     if not task.train or not task.dev:
-        raise ValueError(f"task {task.name!r} has an empty train or dev split")
+        raise InputError(f"task {task.name!r} has an empty train or dev split")
     if general:
         if teacher is None:
-            raise ValueError("task-agnostic distillation on raw text needs a teacher")
+            raise InputError("task-agnostic distillation on raw text needs a teacher")
         config = dataclasses.replace(config, gamma=0.0)
     train_data = encode_split(task, "train", tokenizer, config.max_seq_len)
     dev_data = encode_split(task, "dev", tokenizer, config.max_seq_len)
     if teacher_cache is not None:
         if teacher is None:
-            raise ValueError("a teacher_cache is given but no teacher: pass the teacher it was computed from")
+            raise InputError("a teacher_cache is given but no teacher: pass the teacher it was computed from")
         teacher_cache.check(train_data["input_ids"], teacher)
     student = _candidate_of(model)
     if student is not None and config.max_seq_len > student.config.max_position_embeddings:
-        raise ValueError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
+        raise InputError(f"max_seq_len {config.max_seq_len} exceeds the student's max positions")
     model.to(device).train()
 
     kd = _distillation(model, teacher, train_data, config, device) if teacher is not None else None
@@ -225,7 +226,7 @@ def _distillation(model: nn.Module, teacher: nn.Module, train_data: dict, config
     """What KD needs: the layer mapping, the recorders on both models, and Appendix F's projections."""
     student = _candidate_of(model)
     if student is None:
-        raise ValueError("distillation needs a candidate student (CandidateForSequenceClassification.from_candidate)")
+        raise InputError("distillation needs a candidate student (CandidateForSequenceClassification.from_candidate)")
     teacher.to(device).eval()
     s_points = student_points(student)
     mapping = layer_mapping(len(s_points["ffn"]), len(teacher_points(teacher)["ffn"]))

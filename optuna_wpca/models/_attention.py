@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from optuna_wpca._errors import InputError
+
 
 class SelfAttention(nn.Module):
     """Multi-head scaled dot-product self-attention from ``in_size`` to ``width``.
@@ -19,7 +21,7 @@ class SelfAttention(nn.Module):
     def __init__(self, in_size: int, width: int, num_heads: int, weighted_query: bool = False) -> None:
         super().__init__()
         if width % num_heads:
-            raise ValueError(f"attention width {width} is not divisible by {num_heads} heads")
+            raise InputError(f"attention width {width} is not divisible by {num_heads} heads")
         self.num_heads = num_heads
         self.head_dim = width // num_heads
         self.query = nn.Linear(in_size, width)

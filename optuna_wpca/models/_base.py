@@ -11,6 +11,8 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
+from optuna_wpca._errors import InputError
+
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
@@ -26,14 +28,14 @@ def config_from_dict(cls: type, raw: dict[str, Any]) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(raw) - names
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+        raise InputError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
     return cls(**raw)
 
 
 def check_count_convention(count: str) -> str:
     """Raise a clear error for a parameter-count convention that is not one of ``COUNT_CONVENTIONS``."""
     if count not in COUNT_CONVENTIONS:
-        raise ValueError(f"unknown parameter-count convention {count!r}; use one of {COUNT_CONVENTIONS}")
+        raise InputError(f"unknown parameter-count convention {count!r}; use one of {COUNT_CONVENTIONS}")
     return count
 
 
@@ -161,14 +163,14 @@ class CandidateModel(nn.Module):
     ) -> torch.Tensor:
         max_pos = self.config.max_position_embeddings
         if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be (batch, tokens); got shape {tuple(input_ids.shape)}")
+            raise InputError(f"input_ids must be (batch, tokens); got shape {tuple(input_ids.shape)}")
         if input_ids.shape[1] > max_pos:
-            raise ValueError(
+            raise InputError(
                 f"sequence of {input_ids.shape[1]} tokens is longer than the model's "
                 f"max_position_embeddings={max_pos}"
             )
         if input_ids.numel() == 0:
-            raise ValueError("empty batch: input_ids has no tokens")
+            raise InputError("empty batch: input_ids has no tokens")
         return self.encode(self.embeddings(input_ids, token_type_ids), attention_mask)
 
     def encode(self, x: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -214,7 +216,7 @@ class CandidateModel(nn.Module):
         path = Path(directory)
         target, config = read_candidate_config(path)
         if cls is not CandidateModel and not issubclass(target, cls):
-            raise ValueError(f"{str(path)!r} holds a {target.__name__}, not a {cls.__name__}")
+            raise InputError(f"{str(path)!r} holds a {target.__name__}, not a {cls.__name__}")
         model = target(config, device=device)  # allocated where it will run; the file's values replace the draw
         weights = path / WEIGHTS_NAME
         if not weights.is_file():
@@ -243,7 +245,7 @@ def read_candidate_config(directory: str | os.PathLike) -> tuple[type[CandidateM
     model_type = _RENAMED_TYPES.get(raw.get("model_type"), raw.get("model_type"))
     target = CandidateModel._registry.get(model_type)
     if target is None:
-        raise ValueError(
+        raise InputError(
             f"{str(path)!r} holds model_type {model_type!r}; optuna-wpca knows {sorted(CandidateModel._registry)}"
         )
     names = {f.name for f in dataclasses.fields(target.config_class)}

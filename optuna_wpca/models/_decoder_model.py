@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models._attention import SelfAttention
 from optuna_wpca.models._base import CandidateModel, additive_mask, allocate, check_count_convention, config_from_dict
 
@@ -25,7 +26,7 @@ class DecoderLayerConfig:
 
     def __post_init__(self) -> None:
         if int(self.heads) < 1 or int(self.ffn_size) < 1:
-            raise ValueError(f"heads and ffn_size must be >= 1, got {self.heads}, {self.ffn_size}")
+            raise InputError(f"heads and ffn_size must be >= 1, got {self.heads}, {self.ffn_size}")
 
 
 @dataclass
@@ -44,7 +45,7 @@ class DecoderConfig:
             layer if isinstance(layer, DecoderLayerConfig) else DecoderLayerConfig(**layer) for layer in self.layers
         ]
         if not self.layers:
-            raise ValueError("a decoder candidate needs at least one layer")
+            raise InputError("a decoder candidate needs at least one layer")
         check_count_convention(self.count)
 
     @classmethod

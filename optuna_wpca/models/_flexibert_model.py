@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models._attention import SelfAttention
 from optuna_wpca.models._base import CandidateModel, allocate, check_count_convention, config_from_dict
 
@@ -43,15 +44,15 @@ class FlexiBERTLayerConfig:
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:
-            raise ValueError(f"unknown operation {self.operation!r}; use one of {tuple(OPERATIONS)}")
+            raise InputError(f"unknown operation {self.operation!r}; use one of {tuple(OPERATIONS)}")
         allowed = OPERATIONS[self.operation]
         value = int(self.parameter) if self.operation == "DSC" else self.parameter
         if value not in allowed:
-            raise ValueError(f"operation {self.operation} takes parameter in {allowed}, got {self.parameter!r}")
+            raise InputError(f"operation {self.operation} takes parameter in {allowed}, got {self.parameter!r}")
         object.__setattr__(self, "parameter", value)
         for name in ("heads", "ffn_size", "num_ffn"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass
@@ -76,7 +77,7 @@ class FlexiBERTConfig:
             for layer in self.layers
         ]
         if not self.layers:
-            raise ValueError("a FlexiBERT candidate needs at least one layer")
+            raise InputError("a FlexiBERT candidate needs at least one layer")
         check_count_convention(self.count)
 
     @classmethod
@@ -122,7 +123,7 @@ class LinearTransformMixing(nn.Module):
         super().__init__()
         h = config.hidden_size
         if h % layer.heads:
-            raise ValueError(f"hidden size {h} is not divisible by {layer.heads} heads")
+            raise InputError(f"hidden size {h} is not divisible by {layer.heads} heads")
         self.heads = layer.heads
         self.kind = layer.parameter
         self.project = nn.Linear(h, h)
@@ -162,7 +163,7 @@ class ConvolutionMixing(nn.Module):
         self.kernel_size = int(layer.parameter)
         self.conv_heads = max(1, layer.heads // 2)
         if half % self.conv_heads:
-            raise ValueError(f"half width {half} is not divisible by {self.conv_heads} heads")
+            raise InputError(f"half width {half} is not divisible by {self.conv_heads} heads")
         self.attention = SelfAttention(h, half, self.conv_heads)
         self.key_depthwise = nn.Conv1d(h, h, self.kernel_size, padding=self.kernel_size // 2, groups=h, bias=False)
         self.key_pointwise = nn.Linear(h, half)

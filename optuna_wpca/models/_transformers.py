@@ -36,6 +36,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models._base import CandidateModel, read_candidate_config
 
 
@@ -143,9 +144,9 @@ class CandidateForSequenceClassification(PreTrainedModel):
         (BERT's N(0, 0.02); ``None`` draws from torch's global generator); ``labels`` names the classes
         (``id2label`` in ``config.json``)."""
         if not candidate.classifiable:
-            raise ValueError(f"a sequence classifier needs an encoder; {type(candidate).__name__} is causal")
+            raise InputError(f"a sequence classifier needs an encoder; {type(candidate).__name__} is causal")
         if labels is not None and len(labels) != num_labels:
-            raise ValueError(f"{len(labels)} label names for {num_labels} labels")
+            raise InputError(f"{len(labels)} label names for {num_labels} labels")
         names = list(labels) if labels is not None else [f"LABEL_{i}" for i in range(num_labels)]
         target = transformers_classes(type(candidate))[2]
         config = target.config_class(**dataclasses.asdict(candidate.config), classifier_dropout=dropout,
@@ -165,7 +166,7 @@ class CandidateForSequenceClassification(PreTrainedModel):
             target, _ = read_candidate_config(path)
             cls = transformers_classes(target)[2]
             if cls is None:
-                raise ValueError(f"{str(path)!r} holds a {target.__name__}, which has no sequence classifier")
+                raise InputError(f"{str(path)!r} holds a {target.__name__}, which has no sequence classifier")
         if (path / "head.json").is_file():
             return cls._from_layout_before_0_2(path).to(device or "cpu")
         model = super(CandidateForSequenceClassification, cls).from_pretrained(str(path), *model_args, **kwargs)

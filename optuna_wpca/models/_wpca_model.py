@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models._attention import SelfAttention
 from optuna_wpca.models._base import CandidateModel, NoNorm, allocate, check_count_convention, config_from_dict
 
@@ -31,11 +32,11 @@ class WPCALayerConfig:
 
     def __post_init__(self) -> None:
         if self.block not in BLOCK_TYPES:
-            raise ValueError(f"unknown block type {self.block!r}; use one of {BLOCK_TYPES}")
+            raise InputError(f"unknown block type {self.block!r}; use one of {BLOCK_TYPES}")
         if int(self.ffn_size) <= 0:
-            raise ValueError(f"ffn_size must be positive, got {self.ffn_size}")
+            raise InputError(f"ffn_size must be positive, got {self.ffn_size}")
         if self.heads is not None and int(self.heads) <= 0:
-            raise ValueError(f"heads must be positive, got {self.heads}")
+            raise InputError(f"heads must be positive, got {self.heads}")
 
 
 @dataclass
@@ -59,7 +60,7 @@ class WPCAConfig:
             layer if isinstance(layer, WPCALayerConfig) else WPCALayerConfig(**layer) for layer in self.layers
         ]
         if not self.layers:
-            raise ValueError("a W-PCA candidate needs at least one layer")
+            raise InputError("a W-PCA candidate needs at least one layer")
         check_count_convention(self.count)
 
     @classmethod

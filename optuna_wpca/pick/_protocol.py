@@ -14,6 +14,8 @@ from typing import Any
 
 import optuna
 
+from optuna_wpca._errors import InputError
+
 #: The training signal per model family when ``signal="auto"``: encoders by KD pretraining against the
 #: bundled teacher (masked LM alone sat on the unigram plateau for 300 steps in the pilot of
 #: ``docs/benchmarks.md``, where KD separated architectures at 100 steps); decoders by next-token
@@ -67,24 +69,24 @@ class PickProtocol:
         for name in ("steps", "report_every", "batch_size", "eval_windows", "train_examples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+                raise InputError(f"{name} must be an integer >= 1, got {value!r}")
         if self.report_every > self.steps:
-            raise ValueError(f"report_every ({self.report_every}) must be at most steps ({self.steps})")
+            raise InputError(f"report_every ({self.report_every}) must be at most steps ({self.steps})")
         if self.seq_len < 4 or self.seq_len > 512:
-            raise ValueError(f"seq_len must lie in 4..512, got {self.seq_len}")
+            raise InputError(f"seq_len must lie in 4..512, got {self.seq_len}")
         if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate)
                 and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+            raise InputError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
         if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+            raise InputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.signal not in SIGNALS:
-            raise ValueError(f"signal must be one of {', '.join(SIGNALS)}, got {self.signal!r}")
+            raise InputError(f"signal must be one of {', '.join(SIGNALS)}, got {self.signal!r}")
         if self.pruner not in PRUNERS:
-            raise ValueError(f"pruner must be one of {', '.join(PRUNERS)}, got {self.pruner!r}")
+            raise InputError(f"pruner must be one of {', '.join(PRUNERS)}, got {self.pruner!r}")
         if self.reduction_factor < 2:
-            raise ValueError(f"reduction_factor must be >= 2, got {self.reduction_factor}")
+            raise InputError(f"reduction_factor must be >= 2, got {self.reduction_factor}")
         if self.pruner != "none" and self.report_every >= self.steps:
-            raise ValueError(f"pruner {self.pruner!r} stops runs between measurements, but report_every "
+            raise InputError(f"pruner {self.pruner!r} stops runs between measurements, but report_every "
                              f"({self.report_every}) >= steps ({self.steps}) gives each run one; lower "
                              "report_every or use pruner 'none'")
 
@@ -96,9 +98,9 @@ class PickProtocol:
         """The signal this protocol trains a model of ``family`` (``"encoder"``/``"decoder"``) with."""
         signal = AUTO_SIGNALS.get(family, "next_token") if self.signal == "auto" else self.signal
         if family == "decoder" and signal != "next_token":
-            raise ValueError(f"a decoder trains by next-token loss in the second stage, not {signal!r}")
+            raise InputError(f"a decoder trains by next-token loss in the second stage, not {signal!r}")
         if family != "decoder" and signal == "next_token":
-            raise ValueError("an encoder trains by 'kd' or 'mlm' in the second stage, not 'next_token'")
+            raise InputError("an encoder trains by 'kd' or 'mlm' in the second stage, not 'next_token'")
         return signal
 
     def make_pruner(self) -> optuna.pruners.BasePruner:
@@ -122,7 +124,7 @@ class PickProtocol:
         """The protocol :meth:`to_dict` wrote; an unknown field is named."""
         unknown = set(raw) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ValueError(f"unknown second-stage protocol fields: {', '.join(sorted(unknown))}")
+            raise InputError(f"unknown second-stage protocol fields: {', '.join(sorted(unknown))}")
         return cls(**raw)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._errors import InputError
 from optuna_wpca import _attributes as attr
 from optuna_wpca._selection import top_trials
 from optuna_wpca.pick._protocol import PickProtocol, default_protocol
@@ -91,19 +92,19 @@ def shortlist(study: optuna.Study, k: int) -> list[FrozenTrial]:
     """The ``k`` best distinct feasible architectures of a zero-cost study, best first; one clear
     line (``ValueError``) when the study cannot give them."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"the shortlist must hold at least 1 architecture, got {k!r}")
+        raise InputError(f"the shortlist must hold at least 1 architecture, got {k!r}")
     name = study.study_name
     if attr.PICK_PROTOCOL in study.user_attrs or attr.SOURCE_STUDY in study.user_attrs:
-        raise ValueError(f"study {name!r} is itself a training stage; shortlist its zero-cost study instead")
+        raise InputError(f"study {name!r} is itself a training stage; shortlist its zero-cost study instead")
     if attr.PROXIES not in study.user_attrs:
-        raise ValueError(f"study {name!r} has no zero-cost objective recorded (no {attr.PROXIES!r} attribute): "
+        raise InputError(f"study {name!r} has no zero-cost objective recorded (no {attr.PROXIES!r} attribute): "
                          "the second stage shortlists the best trials of an optuna-wpca search")
     if len(study.directions) != 1:
-        raise ValueError(f"study {name!r} has {len(study.directions)} objectives and no single order to shortlist "
+        raise InputError(f"study {name!r} has {len(study.directions)} objectives and no single order to shortlist "
                          "by; train chosen trials of its Pareto front with ShortlistObjective instead")
     winners = top_trials(study, k)
     if len(winners) < k:
-        raise ValueError(f"study {name!r} holds {len(winners)} distinct feasible completed architecture"
+        raise InputError(f"study {name!r} holds {len(winners)} distinct feasible completed architecture"
                          f"{'s' if len(winners) != 1 else ''}, fewer than a shortlist of {k}; search longer "
                          "or shortlist fewer")
     return winners
@@ -121,11 +122,11 @@ def _open_stage(study: optuna.Study, name: str, protocol: PickProtocol, winners:
         if old is not None and old != protocol.to_dict():
             diff = ", ".join(f"{key} {old.get(key)!r} (now {value!r})" for key, value in protocol.to_dict().items()
                              if old.get(key) != value)
-            raise ValueError(f"study {name!r} trained its shortlist with another protocol: {diff}; resume with "
+            raise InputError(f"study {name!r} trained its shortlist with another protocol: {diff}; resume with "
                              "the recorded settings or name another second-stage study")
         old_list = recorded.get(attr.PICK_SHORTLIST)
         if old_list is not None and len(old_list) != k:
-            raise ValueError(f"study {name!r} holds a shortlist of {len(old_list)}, not {k}; resume with "
+            raise InputError(f"study {name!r} holds a shortlist of {len(old_list)}, not {k}; resume with "
                              f"--shortlist {len(old_list)} or name another second-stage study")
         if old_list is not None and old_list != wanted:
             _logger.info("the zero-cost study's top %d changed since the second stage began; it goes on with the "
@@ -179,7 +180,7 @@ def _pick_record(study: optuna.Study, stage: optuna.Study, trainer: ShortlistTra
         })
     complete = [r for r in rows if r["state"] == "COMPLETE"]
     if not complete:
-        raise ValueError(f"no architecture of study {stage.study_name!r} finished training; see its failed trials")
+        raise InputError(f"no architecture of study {stage.study_name!r} finished training; see its failed trials")
     best = min(complete, key=lambda r: (done[r["zero_cost_trial"]].value, r["zero_cost_rank"]))
     return {
         "stage_study": stage.study_name, "zero_cost_trial": best["zero_cost_trial"],
@@ -309,7 +310,7 @@ class PickTopTrials:
                  protocol: PickProtocol | None = None, study_name: str | None = None,
                  checkpoint_root: str | Path | None = None, stop_search: bool = True) -> None:
         if after < k:
-            raise ValueError(f"after ({after}) must be at least k ({k}): the shortlist needs that many trials")
+            raise InputError(f"after ({after}) must be at least k ({k}): the shortlist needs that many trials")
         self.after, self.stop_search = after, stop_search
         self.options = {"k": k, "trainer": trainer, "protocol": protocol, "study_name": study_name,
                         "checkpoint_root": checkpoint_root}

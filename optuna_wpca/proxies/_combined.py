@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.proxies._registry import (
     ProxyResult, ProxySpec, get_proxy, list_base_proxies, register_combination, set_combination_factory,
 )
@@ -58,11 +59,11 @@ class ReferenceSample:
     def __post_init__(self) -> None:
         sizes = {len(v) for v in self.values.values()}
         if not self.values or sizes == {0}:
-            raise ValueError("the reference sample is empty: a combination needs at least 2 scored architectures")
+            raise InputError("the reference sample is empty: a combination needs at least 2 scored architectures")
         if len(sizes) != 1:
-            raise ValueError("every part of the reference sample must hold one value per architecture")
+            raise InputError("every part of the reference sample must hold one value per architecture")
         if sizes.pop() < 2:
-            raise ValueError("the reference sample needs at least 2 architectures to set a scale")
+            raise InputError("the reference sample needs at least 2 architectures to set a scale")
         object.__setattr__(self, "values", {k: tuple(float(x) for x in v) for k, v in self.values.items()})
 
     @property
@@ -73,16 +74,16 @@ class ReferenceSample:
     def scale(self, part: str) -> tuple[bool, float, float]:
         """``(log, mean, sd)`` of ``part``: the log is taken when every reference value is positive."""
         if part not in self.values:
-            raise ValueError(f"the reference sample has no values of {part!r} (it holds "
+            raise InputError(f"the reference sample has no values of {part!r} (it holds "
                              f"{', '.join(self.values)})")
         v = np.asarray(self.values[part], dtype=float)
         if not np.isfinite(v).all():
-            raise ValueError(f"the reference sample's values of {part!r} are not all finite")
+            raise InputError(f"the reference sample's values of {part!r} are not all finite")
         log = bool((v > 0).all())
         t = np.log(v) if log else v
         sd = float(t.std(ddof=1))
         if not sd > 0:
-            raise ValueError(f"{part!r} is constant over the reference sample: it cannot be standardised")
+            raise InputError(f"{part!r} is constant over the reference sample: it cannot be standardised")
         return log, float(t.mean()), sd
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,10 +122,10 @@ def parse_combination(name: str) -> tuple[str, ...]:
     known = list_base_proxies()
     for part in parts:
         if part not in known:
-            raise ValueError(f"unknown proxy {part!r} in the combination {name!r}; registered proxies: "
+            raise InputError(f"unknown proxy {part!r} in the combination {name!r}; registered proxies: "
                              f"{', '.join(known)}")
     if len(set(parts)) != len(parts) or len(parts) < 2:
-        raise ValueError(f"a combination names at least two different proxies joined by '+', got {name!r}")
+        raise InputError(f"a combination names at least two different proxies joined by '+', got {name!r}")
     return parts
 
 
@@ -132,7 +133,7 @@ def _combination_fn(parts: tuple[str, ...]) -> Callable[..., ProxyResult]:
     def fn(model: CandidateModel, batch: TextBatch, *, reference: ReferenceSample | None = None,
            **options: Any) -> ProxyResult:
         if reference is None:
-            raise ValueError(f"the combination {'+'.join(parts)!r} needs a reference sample (ReferenceSample): "
+            raise InputError(f"the combination {'+'.join(parts)!r} needs a reference sample (ReferenceSample): "
                              "ZeroCostObjective draws and records one in the study")
         values, kept = {}, {}
         for part, result in compute_parts(parts, model, batch, **options).items():
@@ -186,7 +187,7 @@ def draw_reference(
         progress: Called with 1 after each architecture is scored (a progress bar's ``update``).
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-        raise ValueError(f"the reference sample needs at least 2 architectures, got {size!r}")
+        raise InputError(f"the reference sample needs at least 2 architectures, got {size!r}")
     rng = np.random.default_rng(seed)
     archs: list[Any] = []
     for _ in range(size * max_draws):
@@ -196,7 +197,7 @@ def draw_reference(
             if len(archs) == size:
                 break
     if len(archs) < size:
-        raise ValueError(f"only {len(archs)} of {size * max_draws} random architectures fit the budget; "
+        raise InputError(f"only {len(archs)} of {size * max_draws} random architectures fit the budget; "
                          "a reference sample of the space cannot be drawn")
     values: dict[str, list[float]] = {p: [] for p in parts}
     for arch in archs:
@@ -232,6 +233,6 @@ def default_objective(space: Any) -> str:
     """
     family = getattr(space, "family", "encoder")
     if family not in DEFAULT_OBJECTIVES:
-        raise ValueError(f"no default objective for the space family {family!r}; "
+        raise InputError(f"no default objective for the space family {family!r}; "
                          f"known: {', '.join(DEFAULT_OBJECTIVES)} (pass a proxy by name)")
     return DEFAULT_OBJECTIVES[family]

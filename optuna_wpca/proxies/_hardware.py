@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
@@ -18,7 +19,7 @@ def measurement_input(model: CandidateModel, batch: TextBatch, batch_size: int, 
     on 16 x 128. ``seq_len`` is capped at the model's position table."""
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     if batch_size < 1 or seq_len < 1:
-        raise ValueError(f"latency_batch_size and latency_seq_len must be >= 1, got {batch_size} and {seq_len}")
+        raise InputError(f"latency_batch_size and latency_seq_len must be >= 1, got {batch_size} and {seq_len}")
     seq_len = min(seq_len, limit) if isinstance(limit, int) else seq_len
     flat = batch.input_ids.reshape(-1)
     need = batch_size * seq_len
@@ -51,7 +52,7 @@ def latency(
     different minibatches compare. On CUDA the peak allocated memory of one pass is recorded too.
     """
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+        raise InputError(f"repeats must be >= 1, got {repeats}")
     device = next(model.parameters()).device
     ids = measurement_input(model, batch, latency_batch_size, latency_seq_len).to(device)
     was_training = model.training

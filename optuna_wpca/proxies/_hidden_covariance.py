@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
@@ -28,10 +29,10 @@ K = 1e-5
 def correlation_eigenvalues(h: torch.Tensor) -> torch.Tensor:
     """Eigenvalues of the feature correlation matrix of ``h`` (samples, features), float64."""
     if h.dim() != 2 or h.shape[0] < 2:
-        raise ValueError(f"hidden covariance needs a (samples >= 2, features) matrix, got shape {tuple(h.shape)}")
+        raise InputError(f"hidden covariance needs a (samples >= 2, features) matrix, got shape {tuple(h.shape)}")
     h = h.double()
     if not torch.isfinite(h).all():
-        raise ValueError("hidden states contain NaN or inf; the candidate's forward pass is numerically broken")
+        raise InputError("hidden states contain NaN or inf; the candidate's forward pass is numerically broken")
     centred = h - h.mean(dim=0, keepdim=True)
     std = centred.pow(2).sum(dim=0).sqrt()
     keep = std > 0

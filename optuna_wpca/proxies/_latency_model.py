@@ -28,6 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._hardware import measurement_input
@@ -87,7 +88,7 @@ class LatencyModel:
     def __post_init__(self) -> None:
         missing = [f for f in FEATURES if f not in self.coefficients]
         if missing:
-            raise ValueError(f"a latency model needs coefficients for {', '.join(missing)}")
+            raise InputError(f"a latency model needs coefficients for {', '.join(missing)}")
 
     def predict(self, counts: Mapping[str, float]) -> float:
         """Predicted milliseconds for a candidate's :func:`operation_counts`."""
@@ -129,7 +130,7 @@ class LatencyModel:
         try:
             return cls.from_dict(json.loads(path.read_text()))
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ValueError(f"latency model {str(path)!r} is not one calibrate-latency wrote: {err}") from None
+            raise InputError(f"latency model {str(path)!r} is not one calibrate-latency wrote: {err}") from None
 
 
 def _finite(value: Any) -> Any:
@@ -173,7 +174,7 @@ def calibrate_latency_model(
     from scipy.stats import kendalltau
 
     if n < len(FEATURES) or holdout < 2:
-        raise ValueError(f"calibration needs n >= {len(FEATURES)} and holdout >= 2, got n {n}, holdout {holdout}")
+        raise InputError(f"calibration needs n >= {len(FEATURES)} and holdout >= 2, got n {n}, holdout {holdout}")
     batch = batch or text_batch(batch_size=2, seq_len=128)
     rng = np.random.default_rng(seed)
     rows, measured = [], []
@@ -208,7 +209,7 @@ def predicted_latency(model: CandidateModel, batch: TextBatch, *, latency_model:
                       latency_batch_size: int = 1, latency_seq_len: int = 128) -> ProxyResult:
     """The latency ``latency_model`` predicts for this candidate's operation counts."""
     if latency_model is None:
-        raise ValueError("predicted_latency needs a calibrated latency model (optuna-wpca calibrate-latency, "
+        raise InputError("predicted_latency needs a calibrated latency model (optuna-wpca calibrate-latency, "
                          "then search --latency-model FILE; or latency_model=LatencyModel.load(FILE))")
     counts = operation_counts(model, batch, latency_batch_size=latency_batch_size, latency_seq_len=latency_seq_len)
     value = latency_model.predict(counts)

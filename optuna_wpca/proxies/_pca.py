@@ -10,6 +10,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.proxies._registry import ProxyResult, get_proxy, register_proxy
@@ -22,7 +23,7 @@ DEFAULT_ETA = 0.99
 def check_eta(eta: float, name: str = "eta") -> float:
     """``eta`` as a float; a clear error when it is outside (0, 1]."""
     if not isinstance(eta, (int, float)) or math.isnan(eta) or not 0.0 < eta <= 1.0:
-        raise ValueError(f"{name} must lie in (0, 1], got {eta!r}")
+        raise InputError(f"{name} must lie in (0, 1], got {eta!r}")
     return float(eta)
 
 
@@ -41,23 +42,23 @@ def check_proxy_options(options: dict, proxies: Sequence[str] | None = None) -> 
         accepted = sorted({name for proxy in proxies for name in get_proxy(proxy).options})
         for name in options:
             if name not in accepted:
-                raise ValueError(f"unknown proxy option {name!r} for {', '.join(proxies)}; "
+                raise InputError(f"unknown proxy option {name!r} for {', '.join(proxies)}; "
                                  f"accepted: {', '.join(accepted) or 'none'}")
     for name in ("eta", "eta_mobilebert"):
         if options.get(name) is not None:
             check_eta(options[name], name)
     if options.get("reduce", "sum") not in REDUCTIONS:
-        raise ValueError(f"reduce must be one of {REDUCTIONS}, got {options['reduce']!r}")
+        raise InputError(f"reduce must be one of {REDUCTIONS}, got {options['reduce']!r}")
 
 
 def _checked(h: torch.Tensor) -> torch.Tensor:
     if h.dim() != 2:
-        raise ValueError(f"PCA expects a (samples, features) matrix, got shape {tuple(h.shape)}")
+        raise InputError(f"PCA expects a (samples, features) matrix, got shape {tuple(h.shape)}")
     if h.shape[0] < 2:
-        raise ValueError(f"a covariance needs at least 2 token vectors, got {h.shape[0]}")
+        raise InputError(f"a covariance needs at least 2 token vectors, got {h.shape[0]}")
     h = h.float()
     if not torch.isfinite(h).all():
-        raise ValueError("activations contain NaN or inf; the candidate's forward pass is numerically broken")
+        raise InputError("activations contain NaN or inf; the candidate's forward pass is numerically broken")
     return h
 
 
@@ -180,7 +181,7 @@ def eigenvalues(
                     solve(*job)
     for i, row in enumerate(out):
         if not torch.isfinite(row.sum()):  # type: ignore[union-attr]
-            raise ValueError("covariance of the activations overflowed float32")
+            raise InputError("covariance of the activations overflowed float32")
         pad = items[i].width - row.numel()  # type: ignore[union-attr]
         out[i] = torch.cat([row, row.new_zeros(pad)]) if pad else row  # type: ignore[union-attr]
     return out  # type: ignore[return-value]
@@ -283,10 +284,10 @@ class CovarianceRecorder:
     def result(self) -> list[FFNCovariance]:
         """The covariances, in layer order; a clear error for a layer that gave none."""
         if self.errors:
-            raise ValueError("W-PCA cannot score this candidate: " + "; ".join(self.errors))
+            raise InputError("W-PCA cannot score this candidate: " + "; ".join(self.errors))
         missing = [i for i, c in enumerate(self.covariances) if c is None]
         if missing:
-            raise ValueError(f"W-PCA cannot score this candidate: the pass never reached the FFN of layers {missing}")
+            raise InputError(f"W-PCA cannot score this candidate: the pass never reached the FFN of layers {missing}")
         return self.covariances  # type: ignore[return-value]
 
 
@@ -337,7 +338,7 @@ def layer_pca_dims(
 
 def _reduce(dims: list[int], reduce: str) -> float:
     if reduce not in REDUCTIONS:
-        raise ValueError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
+        raise InputError(f"reduce must be one of {REDUCTIONS}, got {reduce!r}")
     return float(sum(dims)) / (len(dims) if reduce == "mean" else 1)
 
 

@@ -6,6 +6,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
 
@@ -105,13 +106,13 @@ def register_proxy(
 
     def decorate(fn: ProxyFn) -> ProxyFn:
         if name in _REGISTRY:
-            raise ValueError(f"a proxy named {name!r} is already registered")
+            raise InputError(f"a proxy named {name!r} is already registered")
         if direction not in ("maximize", "minimize"):
-            raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+            raise InputError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
         spec = ProxySpec(name, fn, needs_grad, description, direction, zero_cost, unit=unit, required=tuple(requires))
         unknown = [o for o in spec.required if o not in spec.options]
         if unknown:
-            raise ValueError(f"proxy {name!r} requires {', '.join(unknown)}, which its function does not take")
+            raise InputError(f"proxy {name!r} requires {', '.join(unknown)}, which its function does not take")
         _REGISTRY[name] = spec
         return fn
 
@@ -121,7 +122,7 @@ def register_proxy(
 def register_combination(name: str, parts: str, *, description: str | None = None) -> ProxySpec:
     """Register the combination ``parts`` (``"a+b"``) under a short ``name`` (see ``proxies._combined``)."""
     if name in _REGISTRY or "+" in name:
-        raise ValueError(f"a proxy named {name!r} is already registered, or the name contains '+'")
+        raise InputError(f"a proxy named {name!r} is already registered, or the name contains '+'")
     spec = get_proxy(parts)
     _REGISTRY[name] = ProxySpec(name, spec.fn, spec.needs_grad, description or spec.description,
                                 spec.direction, spec.zero_cost, spec.parts)
@@ -147,7 +148,7 @@ def get_proxy(name: str) -> ProxySpec:
         if name not in _COMBINATIONS:
             _COMBINATIONS[name] = _combination_factory(name)
         return _COMBINATIONS[name]
-    raise ValueError(f"unknown proxy {name!r}; registered proxies: {', '.join(_REGISTRY)} (or a combination "
+    raise InputError(f"unknown proxy {name!r}; registered proxies: {', '.join(_REGISTRY)} (or a combination "
                      "of them joined by '+')")
 
 

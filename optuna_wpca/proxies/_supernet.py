@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch
 from optuna_wpca.proxies._registry import ProxyResult, register_proxy
 
@@ -15,7 +16,7 @@ def supernet_proxy(model: nn.Module, batch: TextBatch, *, supernet: str | None =
     the weights it inherits from the supernet saved in ``supernet`` (see :func:`optuna_wpca.train_supernet`),
     on ``batch``."""
     if supernet is None:
-        raise ValueError("the supernet proxy needs supernet=DIR, a directory written by Supernet.save "
+        raise InputError("the supernet proxy needs supernet=DIR, a directory written by Supernet.save "
                          "(see optuna_wpca.train_supernet)")
     from optuna_wpca.distill._supernet import inherited_kd_loss  # training code, loaded when the proxy is used
 

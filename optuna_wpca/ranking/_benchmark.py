@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, SearchSpace, space_from_dict
 
 #: Benchmarks bundled with the package, by name (``rank --benchmark NAME``).
@@ -139,11 +140,11 @@ def load_benchmark(
     try:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
+        raise InputError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
     for fmt in FORMATS:
         if fmt.detect(raw):
             return fmt.load(raw, path, metric=metric, space=space, count=count)
-    raise ValueError(f"benchmark file {str(path)!r} is in no known format ({', '.join(f.name for f in FORMATS)}): "
+    raise InputError(f"benchmark file {str(path)!r} is in no known format ({', '.join(f.name for f in FORMATS)}): "
                      "expected a list of entries, or an object with 'models' or 'entries'")
 
 
@@ -172,11 +173,11 @@ def _load_nas_bench_bert(raw: list, path: Path, *, metric: str | None, space: Se
         space = FlexiBERTSpace(**({"count": count} if count else {}))
     metric = metric or "glue"
     if not raw:
-        raise ValueError(f"benchmark file {str(path)!r} holds no entries")
+        raise InputError(f"benchmark file {str(path)!r} holds no entries")
     archs, scores, ids = [], [], []
     for entry in raw:
         if not isinstance(entry, dict) or metric not in entry.get("scores", {}):
-            raise ValueError(f"benchmark entry {entry.get('id', '?') if isinstance(entry, dict) else entry!r} "
+            raise InputError(f"benchmark entry {entry.get('id', '?') if isinstance(entry, dict) else entry!r} "
                              f"has no scores[{metric!r}]")
         archs.append(space.from_benchmark_entry(entry))
         scores.append(float(entry["scores"][metric]))
@@ -190,22 +191,22 @@ def _load_lts_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, 
         space = DecoderSpace.lts_gpt2(**({"count": count} if count else {}))
     metric = metric or "valid_ppl"
     if metric not in LTS_METRICS:
-        raise ValueError(f"a LiteTransformerSearch benchmark is scored by {' or '.join(LTS_METRICS)}, not {metric!r}")
+        raise InputError(f"a LiteTransformerSearch benchmark is scored by {' or '.join(LTS_METRICS)}, not {metric!r}")
     models = raw["models"]
     if not isinstance(models, list) or len(models) < 2:
-        raise ValueError(f"benchmark file {str(path)!r}: 'models' must be a list of at least 2 trained models")
+        raise InputError(f"benchmark file {str(path)!r}: 'models' must be a list of at least 2 trained models")
     archs, scores, ids = [], [], []
     for i, entry in enumerate(models):
         name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
         if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
-            raise ValueError(f"benchmark entry {name!r} has no 'config' object")
+            raise InputError(f"benchmark entry {name!r} has no 'config' object")
         score = entry.get(metric)
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) or score <= 0:
-            raise ValueError(f"benchmark entry {name!r} has no positive finite {metric!r} (got {score!r})")
+            raise InputError(f"benchmark entry {name!r} has no positive finite {metric!r} (got {score!r})")
         try:
             archs.append(space.from_lts_config(entry["config"]))
         except ValueError as err:
-            raise ValueError(f"benchmark entry {name!r} does not build: {err}") from None
+            raise InputError(f"benchmark entry {name!r} does not build: {err}") from None
         scores.append(float(score))
         ids.append(name)
     bundled = path.resolve() == benchmark_path("lts-gpt2-wt103").resolve()
@@ -217,11 +218,11 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, 
                         count: str | None = None) -> Benchmark:
     metric = metric or raw.get("default_metric")
     if not isinstance(raw["entries"], list):
-        raise ValueError(f"benchmark file {str(path)!r}: 'entries' must be a list")
+        raise InputError(f"benchmark file {str(path)!r}: 'entries' must be a list")
     entries = [e for e in raw["entries"] if isinstance(e, dict) and isinstance(e.get("scores"), dict)
                and metric in e["scores"]]
     if not metric or len(entries) < 2:
-        raise ValueError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
+        raise InputError(f"benchmark file {str(path)!r} has fewer than 2 entries with scores[{metric!r}]")
     cache: dict[str, SearchSpace] = {}
     archs, scores, ids, spaces, runs, buckets = [], [], [], [], [], []
     for i, entry in enumerate(entries):
@@ -229,7 +230,7 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, 
         missing = [k for k in ("space", "params") if not isinstance(entry.get(k), dict)]
         if missing:
             absent = " and no ".join(repr(k) for k in missing)
-            raise ValueError(f"benchmark file {str(path)!r}: entry {name!r} has no {absent} object (an optuna-wpca "
+            raise InputError(f"benchmark file {str(path)!r}: entry {name!r} has no {absent} object (an optuna-wpca "
                              "benchmark entry holds space, params and scores)")
         key = json.dumps(entry["space"], sort_keys=True)
         if key not in cache:  # one space object per distinct description, built once
@@ -238,7 +239,7 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, 
         try:
             archs.append(space.from_params(entry["params"]))
         except (KeyError, ValueError) as err:
-            raise ValueError(f"benchmark file {str(path)!r}: entry {name!r}'s params are not an architecture of its "
+            raise InputError(f"benchmark file {str(path)!r}: entry {name!r}'s params are not an architecture of its "
                              f"space ({err})") from None
         scores.append(float(entry["scores"][metric]))
         ids.append(entry.get("id", len(ids)))

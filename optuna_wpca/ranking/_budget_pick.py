@@ -18,6 +18,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from optuna_wpca._errors import InputError
+
 #: Budgets at these percentiles of the benchmark's own parameter count.
 DEFAULT_PERCENTILES: tuple[int, ...] = (20, 30, 40, 50, 60, 70, 80, 90)
 #: How many of the objective's best are counted in "best of top k".
@@ -118,12 +120,12 @@ def budget_pick(
         (0.0, 3.0)
     """
     if top < 1:
-        raise ValueError(f"top must be >= 1, got {top}")
+        raise InputError(f"top must be >= 1, got {top}")
     objective = _oriented(values, maximize)
     goodness = np.asarray(truth, dtype=float)
     counts = np.asarray(params, dtype=float)
     if not (len(objective) == len(goodness) == len(counts)):
-        raise ValueError("values, truth and params must have one entry per architecture")
+        raise InputError("values, truth and params must have one entry per architecture")
     rows = []
     for q, budget in zip(percentiles, budgets_at(counts, percentiles)):
         fits = counts <= budget
@@ -220,7 +222,7 @@ def bootstrap_picks(
         (the difference keys only when ``baseline`` is among ``objectives``).
     """
     if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
+        raise InputError(f"resamples must be >= 1, got {resamples}")
     goodness = np.asarray(truth, dtype=float)
     counts = np.asarray(params, dtype=float)
     oriented = {name: _oriented(v, maximize) for name, (v, maximize) in objectives.items()}

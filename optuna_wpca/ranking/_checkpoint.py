@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.ranking._benchmark import Benchmark
 
 def entry_key(benchmark: Benchmark, i: int) -> str:
@@ -27,14 +28,14 @@ def read_checkpoint(path: str | Path, settings: dict[str, Any], keys: list[str],
     try:
         header = json.loads(lines[0])["settings"]
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(f"checkpoint {str(path)!r} does not start with a ranking settings line") from None
+        raise InputError(f"checkpoint {str(path)!r} does not start with a ranking settings line") from None
     expected = json.loads(json.dumps(settings))  # as it reads back: tuples become lists
     by_index = "metric" in header  # the older layout: indices into the entries scored by that metric
     if by_index:
         expected = {**expected, "metric": metric}
     if header != expected:
         changed = sorted(k for k in expected if header.get(k) != expected[k])
-        raise ValueError(f"checkpoint {str(path)!r} was written with other settings ({', '.join(changed)}); "
+        raise InputError(f"checkpoint {str(path)!r} was written with other settings ({', '.join(changed)}); "
                          "use another file or the same settings")
     done: dict[str, dict[str, tuple]] = {}
     for line in lines[1:]:
@@ -44,7 +45,7 @@ def read_checkpoint(path: str | Path, settings: dict[str, Any], keys: list[str],
             continue
         if "settings" in record:  # shards that started on an empty file both wrote the header
             if record["settings"] != header:
-                raise ValueError(f"checkpoint {str(path)!r} mixes rankings with different settings")
+                raise InputError(f"checkpoint {str(path)!r} mixes rankings with different settings")
             continue
         if "key" in record:
             key = record["key"]

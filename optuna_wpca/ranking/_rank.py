@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import DEFAULT_REFERENCE_SIZE, ReferenceSample, check_proxy_options, combine, compute_proxy, get_proxy
 from optuna_wpca.ranking._benchmark import Benchmark
@@ -115,9 +116,9 @@ def rank_proxies(
     if shard is not None:
         k, m = shard
         if not checkpoint:
-            raise ValueError("shard needs a checkpoint file that the shards share")
+            raise InputError("shard needs a checkpoint file that the shards share")
         if not (m >= 1 and 0 <= k < m):
-            raise ValueError(f"shard must be (k, m) with 0 <= k < m, got {shard}")
+            raise InputError(f"shard must be (k, m) with 0 <= k < m, got {shard}")
     requested = list(dict.fromkeys([*proxies, *TRIVIAL_BASELINES]))
     # What is scored: combinations are made of their parts' values.
     names = list(dict.fromkeys(p for name in requested for p in (get_proxy(name).parts or (name,))))
@@ -125,7 +126,7 @@ def rank_proxies(
     batch = (batch or text_batch(batch_size=128, seq_len=128)).to(device)  # the published tables' minibatch
     n = len(benchmark.archs) if limit is None else min(limit, len(benchmark.archs))
     if n < 2:
-        raise ValueError("ranking needs at least 2 architectures")
+        raise InputError("ranking needs at least 2 architectures")
     how = _Scoring(benchmark, names, batch, seed, device, options or {}, share)
     entries = _scored_entries(how, n, checkpoint, shard, progress)
     if entries is None:

@@ -12,6 +12,7 @@ from optuna.samplers import BaseGASampler, RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca._errors import InputError
 from optuna_wpca._budget import Budget
 from optuna_wpca._record import record_search, recorded_budget
 from optuna_wpca._selection import is_feasible
@@ -90,19 +91,19 @@ class WPCASampler(BaseGASampler):
                 f"got {type(space).__name__}"
             )
         if population_size < 2:
-            raise ValueError(f"population_size must be >= 2, got {population_size}")
+            raise InputError(f"population_size must be >= 2, got {population_size}")
         if n_generations < 1:
-            raise ValueError(f"n_generations must be >= 1, got {n_generations}")
+            raise InputError(f"n_generations must be >= 1, got {n_generations}")
         if not 1 <= parent_pool:
-            raise ValueError(f"parent_pool must be >= 1, got {parent_pool}")
+            raise InputError(f"parent_pool must be >= 1, got {parent_pool}")
         for name, p in (("crossover_prob", crossover_prob), ("swapping_prob", swapping_prob),
                         ("mutation_prob", mutation_prob)):
             if not 0.0 <= p <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1], got {p}")
+                raise InputError(f"{name} must lie in [0, 1], got {p}")
         if budget is not None and (max_params is not None or min_params is not None):
-            raise ValueError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
+            raise InputError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
         if operators not in OPERATORS:
-            raise ValueError(f"operators must be one of {', '.join(OPERATORS)}, got {operators!r}")
+            raise InputError(f"operators must be one of {', '.join(OPERATORS)}, got {operators!r}")
         self.operators = operators
         self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         super().__init__(population_size=population_size)

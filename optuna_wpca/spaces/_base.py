@@ -13,6 +13,7 @@ import numpy as np
 import optuna
 from optuna.distributions import CategoricalDistribution
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.models._base import check_count_convention
 
@@ -30,11 +31,11 @@ def size(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None)
         12
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or value != int(value):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+        raise InputError(f"{name} must be a whole number, got {value!r}")
     value = int(value)
     if value < minimum or (maximum is not None and value > maximum):
         bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise InputError(f"{name} must be {bound}, got {value}")
     return value
 
 
@@ -42,7 +43,7 @@ def sizes(name: str, values: Sequence[Any], *, maximum: int | None = None) -> tu
     """A non-empty list of sizes (see :func:`size`)."""
     out = tuple(size(name, v, maximum=maximum) for v in values)
     if not out:
-        raise ValueError(f"{name} must not be empty")
+        raise InputError(f"{name} must not be empty")
     return out
 
 
@@ -98,7 +99,7 @@ class SearchSpace(abc.ABC):
             return  # abstract helpers, and subclasses that keep their parent's type
         known = _SPACES.get(cls.kind)
         if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"search-space type {cls.kind!r} is already {known.__module__}.{known.__qualname__}; "
+            raise InputError(f"search-space type {cls.kind!r} is already {known.__module__}.{known.__qualname__}; "
                              f"give {cls.__qualname__} another kind")
         _SPACES[cls.kind] = cls
 
@@ -165,12 +166,12 @@ class SearchSpace(abc.ABC):
         """Raise a clear error when no candidate of this space fits ``max_params`` (or the band
         ``min_params``-``max_params``)."""
         if min_params is not None and max_params is not None and min_params > max_params:
-            raise ValueError(f"parameter band is empty: min_params {min_params:,.0f} > max_params {max_params:,.0f}")
+            raise InputError(f"parameter band is empty: min_params {min_params:,.0f} > max_params {max_params:,.0f}")
         if max_params is None:
             return
         smallest = self.min_params()
         if max_params < smallest:
-            raise ValueError(
+            raise InputError(
                 f"parameter budget {max_params:,.0f} is below the smallest candidate of this space "
                 f"({smallest:,} parameters, counted as {self.count!r})"
             )
@@ -210,49 +211,49 @@ class SearchSpace(abc.ABC):
 
     def _check_params(self, params: Mapping[str, Any], names: Sequence[str]) -> None:
         if not isinstance(params, Mapping):
-            raise ValueError(f"architecture parameters must be a mapping, got {type(params).__name__}")
+            raise InputError(f"architecture parameters must be a mapping, got {type(params).__name__}")
         dists = self.distributions()
         missing = [n for n in names if n not in params]
         if missing:
-            raise ValueError(f"architecture is missing parameter(s) {missing} of the {self.kind} space")
+            raise InputError(f"architecture is missing parameter(s) {missing} of the {self.kind} space")
         for name in names:
             value = params[name]
             if value not in dists[name].choices:
-                raise ValueError(f"parameter {name}={value!r} is not one of {list(dists[name].choices)}")
+                raise InputError(f"parameter {name}={value!r} is not one of {list(dists[name].choices)}")
 
 
 def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:
     """Rebuild a space from :meth:`SearchSpace.to_dict` output (or a hand-written file)."""
     if not isinstance(raw, Mapping) or not raw:
-        raise ValueError("search-space description is empty or not a JSON object")
+        raise InputError("search-space description is empty or not a JSON object")
     kinds = _SPACES
     kind = raw.get("type")
     if kind not in kinds:
-        raise ValueError(f"search-space 'type' must be one of {sorted(kinds)}, got {kind!r}")
+        raise InputError(f"search-space 'type' must be one of {sorted(kinds)}, got {kind!r}")
     args = {k: v for k, v in raw.items() if k != "type"}
     try:
         return kinds[kind](**args)
     except TypeError as err:
-        raise ValueError(f"malformed {kind} search space: {err}") from None
+        raise InputError(f"malformed {kind} search space: {err}") from None
 
 
 def load_space(path: str | Path) -> SearchSpace:
     """Read a search space from a JSON file written by :meth:`SearchSpace.to_dict`."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"search-space file {str(path)!r} is a directory, not a JSON file")
+        raise InputError(f"search-space file {str(path)!r} is a directory, not a JSON file")
     if not path.is_file():
         raise FileNotFoundError(f"search-space file {str(path)!r} does not exist")
     try:
         text = path.read_text(encoding="utf-8").strip()
     except UnicodeDecodeError:
-        raise ValueError(f"search-space file {str(path)!r} is not UTF-8 text") from None
+        raise InputError(f"search-space file {str(path)!r} is not UTF-8 text") from None
     if not text:
-        raise ValueError(f"search-space file {str(path)!r} is empty")
+        raise InputError(f"search-space file {str(path)!r} is empty")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"search-space file {str(path)!r} is not valid JSON: {err}") from None
+        raise InputError(f"search-space file {str(path)!r} is not valid JSON: {err}") from None
     return space_from_dict(raw)
 
 

@@ -6,6 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from optuna.distributions import CategoricalDistribution
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models import DecoderConfig, DecoderLayerConfig, DecoderModel
 from optuna_wpca.spaces._base import MAX_LAYERS, Architecture, SearchSpace, layer_name, size, sizes
 
@@ -48,7 +49,7 @@ class DecoderSpace(SearchSpace):
         for h in self.hidden_sizes:
             for n in self.heads:
                 if h % n:
-                    raise ValueError(f"hidden size {h} is not divisible by {n} heads")
+                    raise InputError(f"hidden size {h} is not divisible by {n} heads")
         self.vocab_size = size("vocab_size", vocab_size)
         self.max_position_embeddings = size("max_position_embeddings", max_position_embeddings)
 
@@ -84,13 +85,13 @@ class DecoderSpace(SearchSpace):
             width = int(config["d_model"])
             inner, heads = config["d_inner"], config["n_head"]
         except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"LiteTransformerSearch config needs integer n_layer, d_model, d_inner, n_head: {err}") from None
+            raise InputError(f"LiteTransformerSearch config needs integer n_layer, d_model, d_inner, n_head: {err}") from None
         inner = list(inner) if isinstance(inner, (list, tuple)) else [inner] * n
         heads = list(heads) if isinstance(heads, (list, tuple)) else [heads] * n
         if len(inner) != n or len(heads) != n:
-            raise ValueError(f"n_layer is {n} but d_inner has {len(inner)} and n_head {len(heads)} entries")
+            raise InputError(f"n_layer is {n} but d_inner has {len(inner)} and n_head {len(heads)} entries")
         if config.get("d_head", -1) not in (-1, None) and any(width != int(config["d_head"]) * int(h) for h in heads):
-            raise ValueError(f"d_head {config['d_head']} x n_head must equal d_model {width}")
+            raise InputError(f"d_head {config['d_head']} x n_head must equal d_model {width}")
         arch = Architecture(width, tuple(DecoderLayerConfig(int(h), int(f)) for h, f in zip(heads, inner)))
         self._check_arch(arch)
         return arch
@@ -143,12 +144,12 @@ class DecoderSpace(SearchSpace):
 
     def _check_arch(self, arch: Architecture) -> None:
         if arch.num_layers not in self.num_layers_choices or arch.hidden_size not in self.hidden_sizes:
-            raise ValueError(f"decoder with {arch.num_layers} layers at width {arch.hidden_size} is outside this space")
+            raise InputError(f"decoder with {arch.num_layers} layers at width {arch.hidden_size} is outside this space")
         for i, layer in enumerate(arch.layers):
             if not isinstance(layer, DecoderLayerConfig) or layer.heads not in self.heads or (
                 layer.ffn_size not in self.ffn_sizes
             ):
-                raise ValueError(f"layer {i} ({layer}) is outside this space")
+                raise InputError(f"layer {i} ({layer}) is outside this space")
 
     def model_config(self, arch: Architecture, seed: int | None = 0) -> DecoderConfig:
         """The ``DecoderConfig`` that builds ``arch``."""

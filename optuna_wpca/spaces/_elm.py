@@ -6,6 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from optuna.distributions import CategoricalDistribution
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models import WPCALayerConfig
 from optuna_wpca.spaces._base import Architecture, layer_name, sizes
 from optuna_wpca.spaces._wpca import WPCASpace
@@ -49,7 +50,7 @@ class ELMSpace(WPCASpace):
                                      ("mobilebert_head_choices", mobilebert_head_choices, bottleneck)):
             bad = [h for h in choices if isinstance(width, int) and width > 0 and width % h]
             if bad:
-                raise ValueError(f"{name} {bad} do not divide the attention width {width}")
+                raise InputError(f"{name} {bad} do not divide the attention width {width}")
         kwargs.setdefault("bert_heads", max(bert_head_choices))
         kwargs.setdefault("mobilebert_heads", max(mobilebert_head_choices))
         super().__init__(num_layers, hidden_size, **kwargs)
@@ -91,7 +92,7 @@ class ELMSpace(WPCASpace):
         super()._check_arch(arch)
         for i, layer in enumerate(arch.layers):
             if layer.heads not in self._head_choices(layer.block):
-                raise ValueError(f"layer {i} ({layer}) has a head count outside this space")
+                raise InputError(f"layer {i} ({layer}) has a head count outside this space")
 
     def _uniform_extremes(self, pick) -> list[Architecture]:
         # The parameter count does not depend on the heads: any valid count will do (the most).

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from optuna.distributions import CategoricalDistribution
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models import FlexiBERTConfig, FlexiBERTLayerConfig, FlexiBERTModel
 from optuna_wpca.spaces._base import MAX_LAYERS, Architecture, SearchSpace, layer_name, size, sizes
 
@@ -68,13 +69,13 @@ class FlexiBERTSpace(SearchSpace):
         self.num_ffn_choices = sizes("num_ffn_choices", num_ffn_choices)
         for name in ("hidden_sizes", "num_layers_choices", "operations", "heads", "ffn_sizes", "num_ffn_choices"):
             if not getattr(self, name):
-                raise ValueError(f"{name} must not be empty")
+                raise InputError(f"{name} must not be empty")
         bad = [op for op in self.operations if op not in OPERATION_CHOICES]
         if bad:
-            raise ValueError(f"unknown operations {bad}; use values of {OPERATION_CHOICES}")
+            raise InputError(f"unknown operations {bad}; use values of {OPERATION_CHOICES}")
         for h, n in itertools.product(self.hidden_sizes, self.heads):
             if h % n or (h // 2) % max(1, n // 2):
-                raise ValueError(f"hidden size {h} is not divisible by {n} heads")
+                raise InputError(f"hidden size {h} is not divisible by {n} heads")
         self.as_trained = bool(as_trained)
         self.vocab_size = size("vocab_size", vocab_size)
         self.embedding_size = size("embedding_size", embedding_size)
@@ -149,19 +150,19 @@ class FlexiBERTSpace(SearchSpace):
 
     def _check_arch(self, arch: Architecture) -> None:
         if arch.hidden_size not in self.hidden_sizes or arch.num_layers not in self.num_layers_choices:
-            raise ValueError(
+            raise InputError(
                 f"architecture with {arch.num_layers} layers at hidden {arch.hidden_size} is outside this space"
             )
         for i, layer in enumerate(arch.layers):
             if not isinstance(layer, FlexiBERTLayerConfig):
-                raise ValueError(f"layer {i} is a {type(layer).__name__}, not a FlexiBERTLayerConfig")
+                raise InputError(f"layer {i} is a {type(layer).__name__}, not a FlexiBERTLayerConfig")
             if (
                 f"{layer.operation}:{layer.parameter}" not in self.operations
                 or layer.heads not in self.heads
                 or layer.ffn_size not in self.ffn_sizes
                 or layer.num_ffn not in self.num_ffn_choices
             ):
-                raise ValueError(f"layer {i} ({layer}) is outside this space")
+                raise InputError(f"layer {i} ({layer}) is outside this space")
 
     def from_benchmark_entry(self, entry: Mapping[str, Any]) -> Architecture:
         """The architecture of one NAS-Bench-BERT ``BERT_benchmark.json`` entry."""
@@ -180,7 +181,7 @@ class FlexiBERTSpace(SearchSpace):
                 for raw in raw_layers
             )
         except (KeyError, TypeError) as err:
-            raise ValueError(f"benchmark entry {entry.get('id', '?')} is malformed: missing {err}") from None
+            raise InputError(f"benchmark entry {entry.get('id', '?')} is malformed: missing {err}") from None
         arch = Architecture(hidden, layers)
         self._check_arch(arch)
         return arch

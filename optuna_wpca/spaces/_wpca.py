@@ -6,6 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from optuna.distributions import CategoricalDistribution
 
+from optuna_wpca._errors import InputError
 from optuna_wpca.models import WPCAConfig, WPCALayerConfig, WPCAModel
 from optuna_wpca.models._wpca_model import BLOCK_TYPES
 from optuna_wpca.spaces._base import MAX_LAYERS, Architecture, SearchSpace, layer_name, size, sizes
@@ -54,7 +55,7 @@ class WPCASpace(SearchSpace):
         self.hidden_size = size("hidden_size", hidden_size, minimum=4)
         blocks = tuple(blocks)
         if not blocks or any(b not in BLOCK_TYPES for b in blocks):
-            raise ValueError(f"blocks must be a non-empty subset of {BLOCK_TYPES}, got {blocks}")
+            raise InputError(f"blocks must be a non-empty subset of {BLOCK_TYPES}, got {blocks}")
         self.blocks = blocks
         self.ffn_mults = sizes("ffn_mults", ffn_mults)
         self.ffn_unit = size("ffn_unit", ffn_unit if ffn_unit is not None else self.hidden_size // 4)
@@ -63,9 +64,9 @@ class WPCASpace(SearchSpace):
         self.bert_heads = size("bert_heads", bert_heads)
         self.mobilebert_heads = size("mobilebert_heads", mobilebert_heads)
         if "bert" in blocks and self.hidden_size % self.bert_heads:
-            raise ValueError(f"hidden_size {hidden_size} is not divisible by bert_heads={bert_heads}")
+            raise InputError(f"hidden_size {hidden_size} is not divisible by bert_heads={bert_heads}")
         if "mobilebert" in blocks and self.bottleneck_size % self.mobilebert_heads:
-            raise ValueError(
+            raise InputError(
                 f"bottleneck_size {self.bottleneck_size} is not divisible by mobilebert_heads={mobilebert_heads}"
             )
         self.vocab_size = size("vocab_size", vocab_size)
@@ -126,16 +127,16 @@ class WPCASpace(SearchSpace):
 
     def _check_arch(self, arch: Architecture) -> None:
         if arch.hidden_size != self.hidden_size or arch.num_layers != self.num_layers:
-            raise ValueError(
+            raise InputError(
                 f"architecture has {arch.num_layers} layers at hidden {arch.hidden_size}; this space has "
                 f"{self.num_layers} at {self.hidden_size}"
             )
         for i, layer in enumerate(arch.layers):
             if not isinstance(layer, WPCALayerConfig):
-                raise ValueError(f"layer {i} is a {type(layer).__name__}, not a WPCALayerConfig")
+                raise InputError(f"layer {i} is a {type(layer).__name__}, not a WPCALayerConfig")
             k, rest = divmod(layer.ffn_size, self.ffn_unit)
             if rest or k not in self.ffn_mults or layer.block not in self.blocks:
-                raise ValueError(f"layer {i} ({layer}) is outside this space")
+                raise InputError(f"layer {i} ({layer}) is outside this space")
 
     def model_config(self, arch: Architecture, seed: int | None = 0) -> WPCAConfig:
         """The ``WPCAConfig`` that builds ``arch``."""
