@@ -1,6 +1,6 @@
 """Candidate encoders: plain PyTorch modules with transformers-style save/load."""
 
-from optuna_wpca.models._base import COUNT_CONVENTIONS, CandidateModel, NoNorm
+from optuna_wpca.models._base import COUNT_CONVENTIONS, CandidateModel, LayeredConfig, NoNorm
 from optuna_wpca.models._decoder_model import DecoderConfig, DecoderLayerConfig, DecoderModel
 from optuna_wpca.models._flexibert_model import FlexiBERTConfig, FlexiBERTLayerConfig, FlexiBERTModel
 from optuna_wpca.models._wpca_model import WPCAConfig, WPCALayerConfig, WPCAModel
@@ -28,6 +28,7 @@ __all__ = [
     "FlexiBERTConfig",
     "FlexiBERTLayerConfig",
     "FlexiBERTModel",
+    "LayeredConfig",
     "NoNorm",
     "WPCAConfig",
     "WPCALayerConfig",

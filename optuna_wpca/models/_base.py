@@ -32,6 +32,29 @@ def config_from_dict(cls: type, raw: dict[str, Any]) -> Any:
     return cls(**raw)
 
 
+@dataclasses.dataclass
+class LayeredConfig:
+    """The base of every candidate's config: per-layer configs in ``layers`` (dicts from ``config.json``
+    become ``layer_config`` instances), at least one of them, a known ``count`` convention, and
+    :meth:`from_dict` naming unknown fields. A subclass is a dataclass declaring ``layers``, ``count``
+    and its own fields, and sets ``layer_config`` and ``family`` (a name for messages)."""
+
+    layer_config: ClassVar[type]
+    family: ClassVar[str] = "candidate"
+
+    def __post_init__(self) -> None:
+        kind = self.layer_config
+        self.layers = [layer if isinstance(layer, kind) else kind(**layer) for layer in self.layers]  # type: ignore[attr-defined]
+        if not self.layers:  # type: ignore[attr-defined]
+            raise InputError(f"a {self.family} candidate needs at least one layer")
+        check_count_convention(self.count)  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Any:
+        """The config from its ``to_dict`` form (``config.json``)."""
+        return config_from_dict(cls, raw)
+
+
 def check_count_convention(count: str) -> str:
     """Raise a clear error for a parameter-count convention that is not one of ``COUNT_CONVENTIONS``."""
     if count not in COUNT_CONVENTIONS:

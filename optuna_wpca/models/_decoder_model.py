@@ -8,7 +8,7 @@ shared. The LM head is tied to the token embedding, so it adds no parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +16,7 @@ from torch import nn
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._base import CandidateModel, additive_mask, allocate, check_count_convention, config_from_dict
+from optuna_wpca.models._base import CandidateModel, LayeredConfig, additive_mask, allocate, check_count_convention
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class DecoderLayerConfig:
 
 
 @dataclass
-class DecoderConfig:
+class DecoderConfig(LayeredConfig):
     layers: list[DecoderLayerConfig] = field(default_factory=list)
     hidden_size: int = 512
     vocab_size: int = 30522
@@ -40,18 +40,8 @@ class DecoderConfig:
     count: str = "non_embedding"
     seed: int | None = None
 
-    def __post_init__(self) -> None:
-        self.layers = [
-            layer if isinstance(layer, DecoderLayerConfig) else DecoderLayerConfig(**layer) for layer in self.layers
-        ]
-        if not self.layers:
-            raise InputError("a decoder candidate needs at least one layer")
-        check_count_convention(self.count)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "DecoderConfig":
-        """The config from its ``to_dict`` form (``config.json``)."""
-        return config_from_dict(cls, raw)
+    layer_config: ClassVar[type] = DecoderLayerConfig
+    family: ClassVar[str] = "decoder"
 
 
 class DecoderEmbeddings(nn.Module):

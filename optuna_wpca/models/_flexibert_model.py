@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +29,7 @@ from torch import nn
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._base import CandidateModel, allocate, check_count_convention, config_from_dict
+from optuna_wpca.models._base import CandidateModel, LayeredConfig, allocate
 
 OPERATIONS = {"SA": ("SDP", "WMA"), "LT": ("DFT", "DCT"), "DSC": (5, 9)}
 
@@ -56,7 +56,7 @@ class FlexiBERTLayerConfig:
 
 
 @dataclass
-class FlexiBERTConfig:
+class FlexiBERTConfig(LayeredConfig):
     layers: list[FlexiBERTLayerConfig] = field(default_factory=list)
     hidden_size: int = 256
     #: Width of each layer's first FFN dense; ``None`` uses the layer's ``ffn_size``. The
@@ -71,19 +71,8 @@ class FlexiBERTConfig:
     count: str = "all"
     seed: int | None = None
 
-    def __post_init__(self) -> None:
-        self.layers = [
-            layer if isinstance(layer, FlexiBERTLayerConfig) else FlexiBERTLayerConfig(**layer)
-            for layer in self.layers
-        ]
-        if not self.layers:
-            raise InputError("a FlexiBERT candidate needs at least one layer")
-        check_count_convention(self.count)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "FlexiBERTConfig":
-        """The config from its ``to_dict`` form (``config.json``)."""
-        return config_from_dict(cls, raw)
+    layer_config: ClassVar[type] = FlexiBERTLayerConfig
+    family: ClassVar[str] = "FlexiBERT"
 
 
 class ElectraEmbeddings(nn.Module):

@@ -8,7 +8,7 @@ the bottleneck, NoNorm, then back up to the hidden size), each with its own FFN 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +16,7 @@ from torch import nn
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models._attention import SelfAttention
-from optuna_wpca.models._base import CandidateModel, NoNorm, allocate, check_count_convention, config_from_dict
+from optuna_wpca.models._base import CandidateModel, LayeredConfig, NoNorm, allocate
 
 BLOCK_TYPES = ("bert", "mobilebert")
 
@@ -40,7 +40,7 @@ class WPCALayerConfig:
 
 
 @dataclass
-class WPCAConfig:
+class WPCAConfig(LayeredConfig):
     layers: list[WPCALayerConfig] = field(default_factory=list)
     hidden_size: int = 528
     bottleneck_size: int = 132
@@ -55,18 +55,8 @@ class WPCAConfig:
     count: str = "non_embedding"
     seed: int | None = None
 
-    def __post_init__(self) -> None:
-        self.layers = [
-            layer if isinstance(layer, WPCALayerConfig) else WPCALayerConfig(**layer) for layer in self.layers
-        ]
-        if not self.layers:
-            raise InputError("a W-PCA candidate needs at least one layer")
-        check_count_convention(self.count)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "WPCAConfig":
-        """The config from its ``to_dict`` form (``config.json``)."""
-        return config_from_dict(cls, raw)
+    layer_config: ClassVar[type] = WPCALayerConfig
+    family: ClassVar[str] = "W-PCA"
 
 
 class MobileBertEmbeddings(nn.Module):
