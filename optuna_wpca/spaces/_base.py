@@ -7,7 +7,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import optuna
@@ -131,7 +131,13 @@ class SearchSpace(abc.ABC):
     def to_params(self, arch: Architecture) -> dict[str, Any]:
         """The parameters that :meth:`from_params` maps back to ``arch``."""
 
-    @abc.abstractmethod
+    #: The candidate class this space builds; with :meth:`model_config` it is the whole of :meth:`build`.
+    model_class: ClassVar[type[CandidateModel] | None] = None
+
+    def model_config(self, arch: Architecture, seed: int | None = 0) -> Any:
+        """The config of :attr:`model_class` that builds ``arch`` (checking that ``arch`` is in the space)."""
+        raise NotImplementedError(f"{type(self).__name__} sets no model_class with a model_config; override build")
+
     def build(
         self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
     ) -> CandidateModel:
@@ -142,6 +148,9 @@ class SearchSpace(abc.ABC):
         reproducible ones. ``init_device="cpu"`` draws them on the CPU and moves the model, so
         that a GPU build holds exactly the CPU's values.
         """
+        if self.model_class is None:
+            raise NotImplementedError(f"{type(self).__name__} sets no model_class; override build")
+        return self.model_class(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     @abc.abstractmethod
     def num_params(self, arch: Architecture, count: str | None = None) -> int:

@@ -27,6 +27,7 @@ class DecoderSpace(SearchSpace):
     """
 
     kind = "decoder"
+    model_class = DecoderModel
     family = "decoder"
     block_kinds = {"decoder": ("decoder block", "#8172B3")}
 
@@ -162,11 +163,6 @@ class DecoderSpace(SearchSpace):
             count=self.count,
             seed=seed,
         )
-
-    def build(
-        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
-    ) -> DecoderModel:
-        return DecoderModel(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     def num_params(self, arch: Architecture, count: str | None = None) -> int:
         count = count or self.count

@@ -39,6 +39,7 @@ class FlexiBERTSpace(SearchSpace):
     """
 
     kind = "flexibert"
+    model_class = FlexiBERTModel
     block_kinds = {"SA": ("self-attention", "#4C72B0"), "LT": ("linear transform", "#55A868"),
                    "DSC": ("convolution", "#C44E52")}
 
@@ -206,11 +207,6 @@ class FlexiBERTSpace(SearchSpace):
             count=self.count,
             seed=seed,
         )
-
-    def build(
-        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
-    ) -> FlexiBERTModel:
-        return FlexiBERTModel(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     # -- analytic parameter count ---------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class WPCASpace(SearchSpace):
     """
 
     kind = "wpca"
+    model_class = WPCAModel
     block_kinds = {"bert": ("BERT block", "#4C72B0"), "mobilebert": ("MobileBERT block", "#DD8452")}
 
     def block_kind(self, layer: Any) -> str:
@@ -153,11 +154,6 @@ class WPCASpace(SearchSpace):
             count=self.count,
             seed=seed,
         )
-
-    def build(
-        self, arch: Architecture, *, seed: int | None = 0, device: Any = "cpu", init_device: Any = None
-    ) -> WPCAModel:
-        return WPCAModel(self.model_config(arch, seed), device=init_device or device).to(device).eval()
 
     # -- analytic parameter count ---------------------------------------------------------------
 
