@@ -230,11 +230,27 @@ def test_sentence_pair_task_uses_both_segments(teacher):
     assert (enc["token_type_ids"][0] == 1).any()  # [SEP]-joined pair with a second segment
 
 
-def test_a_student_wider_than_its_teacher_is_distilled_through_projections_down(teacher, task):
+def test_a_student_wider_than_its_teacher_is_distilled_through_projections_down(teacher, task, tmp_path):
     wide = WPCASpace(num_layers=2, hidden_size=528, bert_heads=4, mobilebert_heads=2)  # the paper's width
-    model = StudentClassifier.from_candidate(wide.build(wide.sample(0), seed=0), 2)
-    result = train(model, task, TrainConfig(steps=2, batch_size=2, max_seq_len=8, eval_every=2), teacher=teacher)
+    arch = wide.sample(0)
+    model = StudentClassifier.from_candidate(wide.build(arch, seed=0), 2)
+    result = train(model, task, TrainConfig(steps=2, batch_size=2, max_seq_len=8, eval_every=2, checkpoint_every=2),
+                   teacher=teacher, checkpoint_dir=tmp_path)
     assert 0.0 <= result.metric <= 1.0 and all(h["loss"] == h["loss"] for h in result.history)
+    import torch
+
+    from optuna_wpca.distill._trainer import CHECKPOINT
+
+    maps = torch.load(tmp_path / CHECKPOINT, weights_only=False)["projections"]
+    teacher_width = teacher.config.hidden_size
+    # one map per (point, student width): embeddings and layer outputs at 528, attention outputs at 528
+    # (BERT blocks) or at the 132-wide bottleneck (MobileBERT blocks), each down to the teacher's width
+    widths = {"embeddings": {528}, "ffn": {528},
+              "attention": {528 if layer.block == "bert" else 132 for layer in arch.layers}}
+    expected = {f"maps.{kind}_{w}.weight": (teacher_width, w) for kind, ws in widths.items() for w in ws}
+    assert {k: tuple(v.shape) for k, v in maps.items() if k.endswith(".weight")} == expected
+    # they train: every bias starts at 0 and moved
+    assert all(float(v.abs().max()) > 0 for k, v in maps.items() if k.endswith(".bias"))
 
 
 def test_glue_metrics_by_hand():
