@@ -16,7 +16,20 @@ def run(script, *args, cwd):
 
 def test_quickstart(tmp_path):
     out = run("quickstart.py", "--n-trials", "6", "--storage", f"sqlite:///{tmp_path / 'q.db'}", cwd=tmp_path)
-    assert "best W-PCA" in out and "layer 5:" in out
+    import re
+
+    import optuna
+
+    import optuna_wpca
+
+    # what it prints is what the study holds: the best value, its architecture's count and layers
+    study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{tmp_path / 'q.db'}")
+    assert len(study.trials) == 6
+    space, budget = optuna_wpca.preset("wpca-tiny")
+    best = space.from_params(study.best_trial.params)
+    assert f"best W-PCA {study.best_value:.4g} with {space.num_params(best):,} parameters" in out
+    assert space.num_params(best) <= budget.max_params
+    assert re.findall(r"  layer (\d): (.*)", out) == [(str(i), line) for i, line in enumerate(space.describe(best))]
 
 
 def test_pareto_latency(tmp_path):
@@ -33,7 +46,16 @@ def test_paper_presets_tiny(tmp_path):
 
 def test_custom_space_and_proxy(tmp_path):
     out = run("custom_space_and_proxy.py", "--n-trials", "6", cwd=tmp_path)
-    assert "Pareto-optimal trials over (W-PCA, output rank)" in out
+    import re
+
+    header = re.search(r"(\d+) Pareto-optimal trials over \(W-PCA, output rank\):", out)
+    assert header, out
+    rows = re.findall(r"  trial (\d+): W-PCA ([0-9.e+]+), output rank (\d+)", out)
+    assert len(rows) == int(header.group(1)) >= 1
+    # a Pareto front: no listed trial is dominated by another listed one
+    points = [(float(w), float(r)) for _, w, r in rows]
+    dominates = lambda a, b: a[0] >= b[0] and a[1] >= b[1] and a != b  # noqa: E731 - both maximised
+    assert not any(dominates(a, b) for a in points for b in points)
 
 
 def test_distributed_on_postgres(tmp_path, postgres_url):
