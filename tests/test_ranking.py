@@ -208,7 +208,7 @@ def test_a_new_benchmark_format_is_one_registered_loader_and_the_report_prints_w
     import json
 
     from optuna_wpca import WPCASpace
-    from optuna_wpca.ranking import FORMATS, Benchmark, format_table, register_benchmark_format
+    from optuna_wpca.ranking import BENCHMARK_FORMATS, Benchmark, format_table, register_benchmark_format
 
     space = WPCASpace(num_layers=2, hidden_size=32, bert_heads=2, mobilebert_heads=2)
     rows = [{"params": space.to_params(space.sample(i)), "acc": 0.5 + i / 100} for i in range(6)]
@@ -237,4 +237,6 @@ def test_a_new_benchmark_format_is_one_registered_loader_and_the_report_prints_w
                                                             batch=text_batch(batch_size=2, seq_len=16)),
                                                load_benchmark("lts-gpt2-wt103"))
     finally:
-        del FORMATS[0]
+        BENCHMARK_FORMATS.unregister("mine")
+    with pytest.raises(ValueError, match=r"is in no known format \(optuna-wpca, LiteTransformerSearch, NAS-Bench-BERT\)"):
+        load_benchmark(path)

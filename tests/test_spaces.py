@@ -129,7 +129,7 @@ def test_space_files(tmp_path):
 
 
 def test_a_space_type_registers_itself_and_a_second_class_under_a_taken_kind_is_refused():
-    from optuna_wpca.spaces._base import _SPACES
+    from optuna_wpca.spaces._base import SPACES
 
     with pytest.raises(ValueError, match="search-space type 'wpca' is already optuna_wpca.spaces._wpca.WPCASpace"):
         class Impostor(WPCASpace):  # noqa: F841
@@ -142,6 +142,6 @@ def test_a_space_type_registers_itself_and_a_second_class_under_a_taken_kind_is_
         assert isinstance(space_from_dict({"type": "narrow-test", "num_layers": 2, "hidden_size": 32,
                                            "bert_heads": 2, "mobilebert_heads": 2}), Narrow)
     finally:
-        del _SPACES["narrow-test"]
+        SPACES.unregister("narrow-test")
     with pytest.raises(ValueError, match="'type' must be one of"):
         space_from_dict({"type": "narrow-test"})

@@ -104,7 +104,7 @@ def test_a_candidate_class_of_ones_own_is_wrapped_and_registered_like_the_built_
     from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
 
     from optuna_wpca import WPCASpace
-    from optuna_wpca.models import CandidateModel, WPCAModel
+    from optuna_wpca.models import MODEL_TYPES, WPCAModel
 
     class WideWPCAModel(WPCAModel):
         model_type = "optuna_wpca_test_wide"
@@ -121,4 +121,4 @@ def test_a_candidate_class_of_ones_own_is_wrapped_and_registered_like_the_built_
         head = AutoModelForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
         assert type(head).__name__ == "WideWPCAForSequenceClassification" and head(ids).logits.shape == (1, 3)
     finally:
-        del CandidateModel._registry["optuna_wpca_test_wide"]
+        MODEL_TYPES.unregister("optuna_wpca_test_wide")

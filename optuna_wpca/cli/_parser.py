@@ -51,9 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_rank(sub: Any) -> None:
+    from optuna_wpca.ranking import BENCHMARK_FORMATS
+
+    formats = ", ".join(BENCHMARK_FORMATS.names())
     rank = sub.add_parser(
         "rank",
-        help="correlate zero-cost proxies with a trained benchmark (NAS-Bench-BERT, LTS GPT-2 decoders, own)",
+        help=f"correlate zero-cost proxies with a trained benchmark (file formats: {formats})",
         description="Build every benchmark architecture, score it with each proxy, and print Kendall tau, "
         "Spearman rho and seconds per 1,000 evaluations, then the pick under a budget: for budgets at the "
         "20th..90th percentiles of the parameter count, where each proxy's best feasible architecture ranks "
@@ -62,8 +65,8 @@ def _add_rank(sub: Any) -> None:
     )
     rank.add_argument("--benchmark", default="nas-bench-bert",
                       help="a bundled benchmark by name: nas-bench-bert (default; CC BY 4.0) or lts-gpt2-wt103 "
-                           "(LiteTransformerSearch's 200 trained GPT-2 decoders, MIT); or a file in one of their "
-                           "formats, or optuna-wpca's own")
+                           f"(LiteTransformerSearch's 200 trained GPT-2 decoders, MIT); or a file in a registered "
+                           f"format ({formats})")
     rank.add_argument("--proxy", action="append", help="proxy to rank (repeatable; 'all' for every registered one; "
                       "default: wpca, vpca, params)")
     rank.add_argument("--json", help="also write the results to this JSON file")

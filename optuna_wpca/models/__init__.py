@@ -1,6 +1,6 @@
 """Candidate encoders: plain PyTorch modules with transformers-style save/load."""
 
-from optuna_wpca.models._base import COUNT_CONVENTIONS, CandidateModel, LayeredConfig, NoNorm
+from optuna_wpca.models._base import COUNT_CONVENTIONS, MODEL_TYPES, CandidateModel, LayeredConfig, NoNorm
 from optuna_wpca.models._decoder_model import DecoderConfig, DecoderLayerConfig, DecoderModel
 from optuna_wpca.models._flexibert_model import FlexiBERTConfig, FlexiBERTLayerConfig, FlexiBERTModel
 from optuna_wpca.models._wpca_model import WPCAConfig, WPCALayerConfig, WPCAModel
@@ -29,6 +29,7 @@ __all__ = [
     "FlexiBERTLayerConfig",
     "FlexiBERTModel",
     "LayeredConfig",
+    "MODEL_TYPES",
     "NoNorm",
     "WPCAConfig",
     "WPCALayerConfig",

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from optuna_wpca._errors import InputError
+from optuna_wpca._registry import Registry
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -124,6 +125,10 @@ def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> to
     return (1.0 - mask) * torch.finfo(dtype).min
 
 
+#: Every candidate class by its ``model_type`` (what ``config.json`` names); filled as classes are defined.
+MODEL_TYPES: "Registry[type[CandidateModel]]" = Registry("model type")
+
+
 class CandidateModel(nn.Module):
     """Base of the candidate encoders.
 
@@ -140,12 +145,17 @@ class CandidateModel(nn.Module):
     #: Whether a token sees only the tokens before it (a decoder): gradient proxies then take the
     #: next-token loss on the text as it is, instead of a masked-LM loss.
     is_causal: ClassVar[bool] = False
-    _registry: ClassVar[dict[str, type["CandidateModel"]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if getattr(cls, "model_type", None):
-            CandidateModel._registry[cls.model_type] = cls
+        if cls.__dict__.get("model_type"):  # declared by this class, not inherited
+            known = MODEL_TYPES.get(cls.model_type) if cls.model_type in MODEL_TYPES else None
+            if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+                raise InputError(f"model_type {cls.model_type!r} is already {known.__module__}.{known.__qualname__}; "
+                                 f"give {cls.__qualname__} another model_type")
+            if known is not None:  # the same class defined again (a module reloaded): the new one stands
+                MODEL_TYPES.unregister(cls.model_type)
+            MODEL_TYPES.register(cls.model_type, cls)
             from optuna_wpca.models._auto import register_when_transformers_loads
 
             register_when_transformers_loads()  # its transformers classes, now or once transformers loads
@@ -266,10 +276,10 @@ def read_candidate_config(directory: str | os.PathLike) -> tuple[type[CandidateM
         raise FileNotFoundError(f"no {CONFIG_NAME} in {str(path)!r}: not a saved optuna-wpca model")
     raw = json.loads(config_file.read_text())
     model_type = _RENAMED_TYPES.get(raw.get("model_type"), raw.get("model_type"))
-    target = CandidateModel._registry.get(model_type)
-    if target is None:
+    if model_type not in MODEL_TYPES:
         raise InputError(
-            f"{str(path)!r} holds model_type {model_type!r}; optuna-wpca knows {sorted(CandidateModel._registry)}"
+            f"{str(path)!r} holds model_type {model_type!r}; optuna-wpca knows {sorted(MODEL_TYPES.names())}"
         )
+    target = MODEL_TYPES.get(model_type)
     names = {f.name for f in dataclasses.fields(target.config_class)}
     return target, target.config_class.from_dict({k: v for k, v in raw.items() if k in names})

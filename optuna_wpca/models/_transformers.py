@@ -37,7 +37,7 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput, SequenceClassifierOutput
 
 from optuna_wpca._errors import InputError
-from optuna_wpca.models._base import CandidateModel, read_candidate_config
+from optuna_wpca.models._base import MODEL_TYPES, CandidateModel, read_candidate_config
 
 
 class CandidateConfig(PreTrainedConfig):
@@ -256,7 +256,7 @@ def transformers_classes(candidate_class: type[CandidateModel]) -> tuple[type, t
 
 def register_auto_classes() -> None:
     """Register every candidate class's transformers classes with the Auto classes (idempotent)."""
-    for candidate_class in list(CandidateModel._registry.values()):
+    for candidate_class in MODEL_TYPES.values():
         config, model, classifier = transformers_classes(candidate_class)
         AutoConfig.register(config.model_type, config, exist_ok=True)
         AutoModel.register(config, model, exist_ok=True)

@@ -22,6 +22,7 @@ from optuna_wpca.proxies._pca import (
     pca_dim,
 )
 from optuna_wpca.proxies._registry import (
+    PROXIES,
     ProxyResult,
     ProxySpec,
     compute_proxy,
@@ -31,6 +32,7 @@ from optuna_wpca.proxies._registry import (
     missing_options,
     register_combination,
     register_proxy,
+    unregister_proxy,
 )
 from optuna_wpca.proxies._shared_pass import compute_parts
 
@@ -61,6 +63,8 @@ __all__ = [
     "operation_counts",
     "pca_dim",
     "register_proxy",
+    "unregister_proxy",
+    "PROXIES",
 ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from optuna_wpca._errors import InputError
+from optuna_wpca._registry import Registry
 from optuna_wpca._text import TextBatch
 from optuna_wpca.models import CandidateModel
 
@@ -76,7 +77,8 @@ class ProxySpec:
         return tuple(dict.fromkeys([*own, *(o for part in self.parts for o in get_proxy(part).options)]))
 
 
-_REGISTRY: dict[str, ProxySpec] = {}
+#: The registered proxies and named combinations (``register_proxy``, ``register_combination``).
+PROXIES: Registry[ProxySpec] = Registry("proxy")
 #: Combinations named ad hoc ("a+b"), made on first use by the factory that ``_combined`` installs.
 _COMBINATIONS: dict[str, ProxySpec] = {}
 _combination_factory: Callable[[str], ProxySpec] | None = None
@@ -105,15 +107,15 @@ def register_proxy(
     """
 
     def decorate(fn: ProxyFn) -> ProxyFn:
-        if name in _REGISTRY:
-            raise InputError(f"a proxy named {name!r} is already registered")
+        if name in PROXIES:
+            raise InputError(f"a proxy named {name!r} is already registered; unregister_proxy({name!r}) first")
         if direction not in ("maximize", "minimize"):
             raise InputError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
         spec = ProxySpec(name, fn, needs_grad, description, direction, zero_cost, unit=unit, required=tuple(requires))
         unknown = [o for o in spec.required if o not in spec.options]
         if unknown:
             raise InputError(f"proxy {name!r} requires {', '.join(unknown)}, which its function does not take")
-        _REGISTRY[name] = spec
+        PROXIES.register(name, spec)
         return fn
 
     return decorate
@@ -121,34 +123,41 @@ def register_proxy(
 
 def register_combination(name: str, parts: str, *, description: str | None = None) -> ProxySpec:
     """Register the combination ``parts`` (``"a+b"``) under a short ``name`` (see ``proxies._combined``)."""
-    if name in _REGISTRY or "+" in name:
+    if name in PROXIES or "+" in name:
         raise InputError(f"a proxy named {name!r} is already registered, or the name contains '+'")
     spec = get_proxy(parts)
-    _REGISTRY[name] = ProxySpec(name, spec.fn, spec.needs_grad, description or spec.description,
-                                spec.direction, spec.zero_cost, spec.parts)
-    return _REGISTRY[name]
+    PROXIES.register(name, ProxySpec(name, spec.fn, spec.needs_grad, description or spec.description,
+                                     spec.direction, spec.zero_cost, spec.parts))
+    return PROXIES.get(name)
+
+
+def unregister_proxy(name: str) -> None:
+    """Forget a registered proxy or named combination (and the combinations made of it)."""
+    PROXIES.unregister(name)
+    for combined in [c for c in _COMBINATIONS if name in c.split("+")]:
+        del _COMBINATIONS[combined]
 
 
 def list_proxies() -> list[str]:
     """Names of the registered proxies, in registration order (named combinations included)."""
-    return list(_REGISTRY)
+    return PROXIES.names()
 
 
 def list_base_proxies() -> list[str]:
     """Names of the registered proxies that are not combinations."""
-    return [name for name, spec in _REGISTRY.items() if not spec.parts]
+    return [spec.name for spec in PROXIES.values() if not spec.parts]
 
 
 def get_proxy(name: str) -> ProxySpec:
     """The registered proxy ``name``, or the combination a name ``"a+b"`` spells; a clear error
     naming the registered ones otherwise."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
+    if name in PROXIES:
+        return PROXIES.get(name)
     if "+" in name and _combination_factory is not None:
         if name not in _COMBINATIONS:
             _COMBINATIONS[name] = _combination_factory(name)
         return _COMBINATIONS[name]
-    raise InputError(f"unknown proxy {name!r}; registered proxies: {', '.join(_REGISTRY)} (or a combination "
+    raise InputError(f"unknown proxy {name!r}; registered proxies: {', '.join(PROXIES.names())} (or a combination "
                      "of them joined by '+')")
 
 

@@ -9,7 +9,7 @@ Example:
 from optuna_wpca.ranking._benchmark import (
     BUNDLED_BENCHMARKS,
     Benchmark,
-    FORMATS,
+    BENCHMARK_FORMATS,
     LTS_REFERENCES,
     PAPER_TABLE1,
     BenchmarkFormat,
@@ -24,7 +24,7 @@ from optuna_wpca.ranking._report import format_budget_table, format_seed_noise, 
 
 __all__ = [
     "BUNDLED_BENCHMARKS",
-    "FORMATS",
+    "BENCHMARK_FORMATS",
     "BenchmarkFormat",
     "DEFAULT_PERCENTILES",
     "LTS_REFERENCES",

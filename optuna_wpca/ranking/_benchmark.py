@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from optuna_wpca._errors import InputError
+from optuna_wpca._registry import Registry
 from optuna_wpca.spaces import Architecture, DecoderSpace, FlexiBERTSpace, SearchSpace, space_from_dict
 
 #: Benchmarks bundled with the package, by name (``rank --benchmark NAME``).
@@ -102,13 +103,18 @@ class BenchmarkFormat:
     load: Callable[..., Benchmark]
 
 
-#: Registered formats, tried in order (see :func:`register_benchmark_format`).
-FORMATS: list[BenchmarkFormat] = []
+#: Registered formats by name; the latest registered is tried first (see :func:`register_benchmark_format`).
+BENCHMARK_FORMATS: Registry[BenchmarkFormat] = Registry("benchmark format")
 
 
 def register_benchmark_format(name: str, detect: Callable[[Any], bool], load: Callable[..., Benchmark]) -> None:
-    """Teach :func:`load_benchmark` a new file format (tried before the built-in ones)."""
-    FORMATS.insert(0, BenchmarkFormat(name, detect, load))
+    """Teach :func:`load_benchmark` a new file format (tried before the ones registered earlier, the
+    built-in ones among them); ``BENCHMARK_FORMATS.unregister(name)`` forgets it."""
+    BENCHMARK_FORMATS.register(name, BenchmarkFormat(name, detect, load))
+
+
+def _formats_in_trial_order() -> list[BenchmarkFormat]:
+    return BENCHMARK_FORMATS.values()[::-1]
 
 
 def load_benchmark(
@@ -141,10 +147,11 @@ def load_benchmark(
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise InputError(f"benchmark file {str(path)!r} is not valid JSON: {err}") from None
-    for fmt in FORMATS:
+    for fmt in _formats_in_trial_order():
         if fmt.detect(raw):
             return fmt.load(raw, path, metric=metric, space=space, count=count)
-    raise InputError(f"benchmark file {str(path)!r} is in no known format ({', '.join(f.name for f in FORMATS)}): "
+    raise InputError(f"benchmark file {str(path)!r} is in no known format "
+                     f"({', '.join(f.name for f in _formats_in_trial_order())}): "
                      "expected a list of entries, or an object with 'models' or 'entries'")
 
 
@@ -252,9 +259,8 @@ def _load_own_benchmark(raw: dict[str, Any], path: Path, *, metric: str | None, 
                      buckets=buckets if all(b is not None for b in buckets) else [])
 
 
-FORMATS.extend([
-    BenchmarkFormat("optuna-wpca", lambda raw: isinstance(raw, dict) and "entries" in raw, _load_own_benchmark),
-    BenchmarkFormat("LiteTransformerSearch", lambda raw: isinstance(raw, dict) and "models" in raw,
-                    _load_lts_benchmark),
-    BenchmarkFormat("NAS-Bench-BERT", lambda raw: isinstance(raw, list), _load_nas_bench_bert),
-])
+# The built-in formats; a later registration is tried first, so the most specific test comes last.
+register_benchmark_format("NAS-Bench-BERT", lambda raw: isinstance(raw, list), _load_nas_bench_bert)
+register_benchmark_format("LiteTransformerSearch", lambda raw: isinstance(raw, dict) and "models" in raw,
+                          _load_lts_benchmark)
+register_benchmark_format("optuna-wpca", lambda raw: isinstance(raw, dict) and "entries" in raw, _load_own_benchmark)

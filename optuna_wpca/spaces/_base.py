@@ -14,6 +14,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from optuna_wpca._errors import InputError
+from optuna_wpca._registry import Registry
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.models._base import check_count_convention
 
@@ -70,7 +71,7 @@ def layer_name(index: int, gene: str) -> str:
 
 
 #: Every space type by its ``kind``; filled as the classes are defined.
-_SPACES: dict[str, type["SearchSpace"]] = {}
+SPACES: "Registry[type[SearchSpace]]" = Registry("search-space type")
 
 
 class SearchSpace(abc.ABC):
@@ -97,11 +98,13 @@ class SearchSpace(abc.ABC):
         super().__init_subclass__(**kwargs)
         if not cls.kind or cls.__dict__.get("kind") is None:
             return  # abstract helpers, and subclasses that keep their parent's type
-        known = _SPACES.get(cls.kind)
+        known = SPACES.get(cls.kind) if cls.kind in SPACES else None
         if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
             raise InputError(f"search-space type {cls.kind!r} is already {known.__module__}.{known.__qualname__}; "
                              f"give {cls.__qualname__} another kind")
-        _SPACES[cls.kind] = cls
+        if known is not None:  # the same class defined again (a module reloaded): the new one stands
+            SPACES.unregister(cls.kind)
+        SPACES.register(cls.kind, cls)
 
     def block_kind(self, layer: Any) -> str:
         """Which of :attr:`block_kinds` ``layer`` is."""
@@ -235,13 +238,12 @@ def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:
     """Rebuild a space from :meth:`SearchSpace.to_dict` output (or a hand-written file)."""
     if not isinstance(raw, Mapping) or not raw:
         raise InputError("search-space description is empty or not a JSON object")
-    kinds = _SPACES
     kind = raw.get("type")
-    if kind not in kinds:
-        raise InputError(f"search-space 'type' must be one of {sorted(kinds)}, got {kind!r}")
+    if kind not in SPACES:
+        raise InputError(f"search-space 'type' must be one of {sorted(SPACES.names())}, got {kind!r}")
     args = {k: v for k, v in raw.items() if k != "type"}
     try:
-        return kinds[kind](**args)
+        return SPACES.get(kind)(**args)
     except TypeError as err:
         raise InputError(f"malformed {kind} search space: {err}") from None
 
