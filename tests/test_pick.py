@@ -225,3 +225,20 @@ def test_kill_9_during_the_stage_then_a_rerun_finishes_it_training_nothing_twice
     assert "picked" in rerun.stdout
     record = read_pick(optuna.load_study(study_name="zc", storage=url))
     assert {r["state"] for r in record["shortlist"]} == {"COMPLETE"}
+
+
+def test_the_guide_pick_snippet_names_nothing_undefined():
+    import ast
+    import re
+
+    import optuna_wpca
+    import optuna_wpca.pick as pick
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text()
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", guide, flags=re.S) if "PickTopTrials(" in b)
+    tree = ast.parse(snippet)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("optuna_wpca", "optuna_wpca.pick"):
+            module = optuna_wpca if node.module == "optuna_wpca" else pick
+            assert all(hasattr(module, a.name) for a in node.names)
+    assert hasattr(optuna_wpca, "preset") and hasattr(optuna_wpca, "ZeroCostObjective")
