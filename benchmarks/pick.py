@@ -176,6 +176,34 @@ def second_stage(bench, values, shortlist: list[int], journal: JournalTrainer) -
     return record, replay.charged
 
 
+def budget_row(args, bench, values, truth, b, journal) -> dict[str, Any]:
+    """One budget's second stage, read against the benchmark."""
+    fits = np.asarray(b["fits"])
+    pct = _percentiles_of(truth[fits])
+    same: dict[str, list[int]] = {}
+    for j, i in enumerate(fits):
+        same.setdefault(_params_key(bench, int(i)), []).append(j)
+
+    def percentile(i: int) -> float:  # an architecture listed twice: the mean of its entries
+        return float(np.mean([pct[j] for j in same[_params_key(bench, i)]]))
+
+    record, cpu = second_stage(bench, values, b["top"], journal)
+    picked = b["top"][record["zero_cost_rank"] - 1]
+    obj = _oriented(values, True)[fits]
+    return {
+        "percentile": b["percentile"], "max_params": b["max_params"], "feasible": len(fits),
+        "zero_cost_pick": float(pct[obj == obj.max()].mean()),
+        "second_stage_pick": percentile(picked),
+        "best_of_top": _expected_best_of_top(obj, pct, args.k),
+        "best_of_shortlist": max(percentile(i) for i in b["top"]),
+        "picked": bench.ids[picked], "picked_zero_cost_rank": record["zero_cost_rank"],
+        "cpu_seconds": cpu,
+        "unpruned_cpu_seconds": sum(journal.curves[entry_key(bench, i)]["cpu_seconds"] for i in b["top"]),
+        "shortlist": [{"id": bench.ids[i], "truth_percentile": percentile(i), "state": r["state"],
+                       "losses": r["losses"]} for i, r in zip(b["top"], record["shortlist"])],
+    }
+
+
 def run(args) -> None:
     bench = load_benchmark(args.benchmark)
     protocol = default_protocol(bench.space_of(0).family)
@@ -193,35 +221,13 @@ def run(args) -> None:
     needed = sorted({i for b in lists for i in b["top"]})
     print(f"{bench.path}: {len(needed)} distinct architectures in the 8 shortlists of {args.k}; "
           f"{sum(entry_key(bench, i) in journal.curves for i in needed)} already in the journal", flush=True)
-    for n, i in enumerate(needed, 1):
-        print(f"[{n}/{len(needed)}]", end="", flush=True)
-        journal.ensure(i)
     rows = []
-    for b in lists:
-        fits = np.asarray(b["fits"])
-        pct = _percentiles_of(truth[fits])
-        same: dict[str, list[int]] = {}
-        for j, i in enumerate(fits):
-            same.setdefault(_params_key(bench, int(i)), []).append(j)
-
-        def percentile(i: int) -> float:  # an architecture listed twice: the mean of its entries
-            return float(np.mean([pct[j] for j in same[_params_key(bench, i)]]))
-
-        record, cpu = second_stage(bench, values, b["top"], journal)
-        picked = bench_index = b["top"][record["zero_cost_rank"] - 1]
-        obj = _oriented(values, True)[fits]
-        rows.append({
-            "percentile": b["percentile"], "max_params": b["max_params"], "feasible": len(fits),
-            "zero_cost_pick": float(pct[obj == obj.max()].mean()),
-            "second_stage_pick": percentile(picked),
-            "best_of_top": _expected_best_of_top(obj, pct, args.k),
-            "best_of_shortlist": max(percentile(i) for i in b["top"]),
-            "picked": bench.ids[bench_index], "picked_zero_cost_rank": record["zero_cost_rank"],
-            "cpu_seconds": cpu,
-            "unpruned_cpu_seconds": sum(journal.curves[entry_key(bench, i)]["cpu_seconds"] for i in b["top"]),
-            "shortlist": [{"id": bench.ids[i], "truth_percentile": percentile(i), "state": r["state"],
-                           "losses": r["losses"]} for i, r in zip(b["top"], record["shortlist"])],
-        })
+    for b in lists:  # budget by budget, so a stopped run leaves whole budgets measured (and reported)
+        for i in b["top"]:
+            journal.ensure(i)
+        rows.append(budget_row(args, bench, values, truth, b, journal))
+        if len(rows) < len(lists):
+            report(args, bench, rows, journal, truth, values, name, lists, partial=True)
     report(args, bench, rows, journal, truth, values, name, lists)
 
 
@@ -231,7 +237,7 @@ def _bootstrap(diffs: np.ndarray, resamples: int = 1000, seed: int = 0) -> list[
     return [float(x) for x in np.percentile(means, [2.5, 97.5])]
 
 
-def report(args, bench, rows, journal, truth, values, name, lists) -> None:
+def report(args, bench, rows, journal, truth, values, name, lists, partial: bool = False) -> None:
     second = np.array([r["second_stage_pick"] for r in rows])
     zero = np.array([r["zero_cost_pick"] for r in rows])
     setup = max((c.get("setup_seconds", 0.0) for c in journal.curves.values()), default=0.0)
@@ -250,6 +256,8 @@ def report(args, bench, rows, journal, truth, values, name, lists) -> None:
         "cpu_seconds_per_budget": {"mean": float(np.mean([r["cpu_seconds"] for r in rows])),
                                    "max": float(np.max([r["cpu_seconds"] for r in rows])),
                                    "teacher_targets_once": setup},
+        "budgets_measured": f"{len(rows)} of {len(lists)}" + (" (a stopped run: resume with the same command)"
+                                                              if partial else ""),
         "intervals": "1000 bootstrap resamples of the 8 budgets (seed 0): retraining per architecture resample "
                      "is out of reach, so the interval is over budgets, not architectures",
     }
