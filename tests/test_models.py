@@ -23,6 +23,13 @@ def test_every_flexibert_operation_runs_and_is_finite(op, param):
     out = model(x)
     assert out.shape == (3, 20, 128)
     assert torch.isfinite(out).all()
+    # a seed is the weights: the same seed the same outputs, another seed others
+    assert torch.equal(flexi(op, param, heads=4)(x), out)
+    assert not torch.allclose(flexi(op, param, heads=4, seed=1)(x), out)
+    # every operation mixes tokens: changing the first token moves the second one's output
+    y = x.clone()
+    y[:, 0] = (y[:, 0] + 1) % 30522
+    assert not torch.allclose(model(y)[:, 1], out[:, 1])
 
 
 def test_wma_adds_a_query_map_and_dsc_mixes_tokens_locally():

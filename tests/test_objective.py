@@ -49,7 +49,13 @@ def test_multi_objective_with_measured_latency(space, batch):
     study.optimize(objective, n_trials=3)
     for t in study.trials:
         assert t.values[1] > 0 and t.user_attrs["latency.latency_ms"] == float(f"{t.values[1]:.4g}")  # stored short
-    assert study.best_trials
+
+    def dominates(a, b):  # W-PCA maximised, latency minimised
+        return a.values[0] >= b.values[0] and a.values[1] <= b.values[1] and a.values != b.values
+
+    front = study.best_trials
+    assert front and not any(dominates(o, t) for t in front for o in study.trials)
+    assert all(any(dominates(f, t) for f in front) for t in study.trials if t not in front)
 
 
 def test_over_budget_candidate_is_pruned_without_building(space, batch):
