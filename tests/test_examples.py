@@ -114,3 +114,32 @@ def test_the_smallest_complete_space_is_one_file_and_works_everywhere(tmp_path):
     optuna_wpca.record_search(study, space)
     assert optuna_wpca.read_search(study).space == space
     assert 'fill="#4C72B0"' in architecture_svg(space, space.from_params({"ffn_size": 64, "heads": 2}))
+
+
+def test_a_space_with_a_model_of_its_own_is_searched_scored_exported_and_loaded(tmp_path):
+    out = run("activation_space.py", "--n-trials", "8", "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert "ActivationTransformersModel, same outputs: True" in out
+    import json
+    import re
+
+    saliency = float(re.search(r"synaptic saliency ([0-9.e+-]+)", out).group(1))
+    assert saliency > 0
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["model_type"] == "example_activation" and len(config["layers"]) == 4
+    assert {layer["activation"] for layer in config["layers"]} <= {"gelu", "relu", "silu"}
+
+
+def test_no_generic_module_tests_a_model_class():
+    import ast
+
+    root = EXAMPLES.parent / "optuna_wpca"
+    found = []
+    for path in root.rglob("*.py"):
+        if path.parent.name == "models":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                names = [n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)]
+                if any(n.endswith("Model") for n in names):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []
