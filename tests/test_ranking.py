@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -239,4 +240,27 @@ def test_a_new_benchmark_format_is_one_registered_loader_and_the_report_prints_w
     finally:
         BENCHMARK_FORMATS.unregister("mine")
     with pytest.raises(ValueError, match=r"is in no known format \(optuna-wpca, LiteTransformerSearch, NAS-Bench-BERT\)"):
+        load_benchmark(path)
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda e: e.pop("hparams"), "malformed: missing 'hparams'"),
+    (lambda e: e["hparams"]["model_hparam_overrides"].pop("hidden_size"), "malformed: missing 'hidden_size'"),
+    (lambda e: e["hparams"]["model_hparam_overrides"]["nas_config"]["encoder_layers"][0].pop("operation_type"),
+     "malformed: missing 'operation_type'"),
+    (lambda e: e.__setitem__("scores", 3), "has no scores['glue']"),
+    (lambda e: e["scores"].__setitem__("glue", "high"), "scores['glue'] = 'high', not a finite number"),
+])
+def test_every_input_a_nas_bench_bert_entry_can_lack_is_named_in_one_line(tmp_path, spoil, message):
+    import copy
+    import json
+
+    from optuna_wpca import InputError
+    from optuna_wpca.ranking import benchmark_path
+
+    raw = copy.deepcopy(json.loads(benchmark_path("nas-bench-bert").read_text())[:3])
+    spoil(raw[1])
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=re.escape(message)):
         load_benchmark(path)

@@ -183,11 +183,15 @@ def _load_nas_bench_bert(raw: list, path: Path, *, metric: str | None, space: Se
         raise InputError(f"benchmark file {str(path)!r} holds no entries")
     archs, scores, ids = [], [], []
     for entry in raw:
-        if not isinstance(entry, dict) or metric not in entry.get("scores", {}):
-            raise InputError(f"benchmark entry {entry.get('id', '?') if isinstance(entry, dict) else entry!r} "
-                             f"has no scores[{metric!r}]")
+        own = entry.get("scores") if isinstance(entry, dict) else None
+        name = entry.get("id", "?") if isinstance(entry, dict) else entry
+        if not isinstance(own, dict) or metric not in own:
+            raise InputError(f"benchmark entry {name!r} has no scores[{metric!r}]")
+        value = own[metric]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(f"benchmark entry {name!r} has scores[{metric!r}] = {value!r}, not a finite number")
         archs.append(space.from_benchmark_entry(entry))
-        scores.append(float(entry["scores"][metric]))
+        scores.append(float(value))
         ids.append(entry.get("id", len(ids)))
     return Benchmark(archs, scores, ids, space, str(path), metric, cited=dict(PAPER_TABLE1), cited_source=PAPER_SOURCE)
 
