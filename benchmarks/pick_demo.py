@@ -1,7 +1,7 @@
 """The second stage on a real search, killed with SIGKILL mid-stage and run again: a transcript.
 
     python benchmarks/pick_demo.py --preset wpca-tiny --n-trials 100
-    python benchmarks/pick_demo.py --preset lts-gpt2 --n-trials 100
+    python benchmarks/pick_demo.py --preset lts-gpt2 --n-trials 100 --pick-args "--steps 40 --report-every 10"
 
 Runs ``optuna-wpca search`` (the preset's default objective), then ``optuna-wpca pick`` with the
 committed protocol; once the stage holds a finished architecture and a running one with at least one
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--preset", required=True)
     parser.add_argument("--n-trials", type=int, default=100)
     parser.add_argument("--work", default="/tmp/optuna-wpca-pick-demo")
+    parser.add_argument("--pick-args", default="", help="extra options of `pick`, e.g. \"--steps 40 --batch-size 8\"")
     args = parser.parse_args()
     work = Path(args.work) / args.preset
     shutil.rmtree(work, ignore_errors=True)
@@ -53,7 +54,7 @@ def main() -> None:
 
     study = ["--storage", url, "--study-name", "demo"]
     run(["search", "--preset", args.preset, *study, "--n-trials", str(args.n_trials), "--quiet"])
-    pick = ["pick", *study, "--work-dir", str(work / "pick")]
+    pick = ["pick", *study, "--work-dir", str(work / "pick"), *args.pick_args.split()]
     say("$ optuna-wpca " + " ".join(pick) + "   # killed with SIGKILL mid-stage")
     proc = subprocess.Popen(cli + pick, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     while True:
