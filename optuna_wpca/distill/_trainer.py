@@ -200,11 +200,7 @@ def train(
                     parts = {**parts, "dev_loss": dev_loss}
                 history.append({"step": step, "metric": metric, "loss": loss.item(), **parts,
                                 "seconds": time.perf_counter() - start})
-                if trial is not None:
-                    trial.report(metric, step)
-                    # A run that has done all its steps is complete: pruning it then saves nothing.
-                    if step < config.steps and trial.should_prune():
-                        raise optuna.TrialPruned(f"pruned at step {step} with {task.metric} {metric:.4f}")
+            # Saved before the report: a process killed once the trial holds this step's value resumes here.
             if ckpt is not None and (step % config.checkpoint_every == 0 or step == config.steps):
                 _save_checkpoint(ckpt.parent, {
                     "model": model.state_dict(),
@@ -213,6 +209,11 @@ def train(
                     "torch_rng": torch.get_rng_state(), "step": step, "history": history,
                     "config": dataclasses.asdict(config),
                 })
+            if trial is not None and history and history[-1]["step"] == step:
+                trial.report(history[-1]["metric"], step)
+                # A run that has done all its steps is complete: pruning it then saves nothing.
+                if step < config.steps and trial.should_prune():
+                    raise optuna.TrialPruned(f"pruned at step {step} with {task.metric} {history[-1]['metric']:.4f}")
     finally:
         bar.close()
         if kd is not None:
