@@ -116,13 +116,13 @@ def test_resume_gives_the_same_next_step_loss(teacher, task, tmp_path):
     straight = train(student(), task, config, teacher=teacher)
     study = optuna.create_study(direction="maximize", pruner=PruneAt(4))
     trial = study.ask()
-    with pytest.raises(optuna.TrialPruned):  # "killed" after step 4, last checkpoint at step 3
+    with pytest.raises(optuna.TrialPruned):  # stopped at step 4's report: its checkpoint is saved before it
         train(student(), task, config, teacher=teacher, trial=trial, checkpoint_dir=tmp_path)
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
-    assert ckpt["step"] == 3
+    assert ckpt["step"] == 4
     resumed = train(student(), task, config, teacher=teacher, checkpoint_dir=tmp_path)
-    assert resumed.resumed_from == 3
-    for a, b in zip(straight.history[3:], resumed.history[3:]):
+    assert resumed.resumed_from == 4
+    for a, b in zip(straight.history[4:], resumed.history[4:]):
         assert a["step"] == b["step"] and a["loss"] == pytest.approx(b["loss"], rel=1e-5)
 
 
