@@ -275,7 +275,7 @@ def read_search(study: optuna.Study) -> SearchRecord:
         >>> read_search(optuna.create_study())
         Traceback (most recent call last):
         ...
-        ValueError: study 'no-name-...' was not created by optuna-wpca (no space recorded)
+        optuna_wpca._errors.InputError: study 'no-name-...' was not created by optuna-wpca (no space recorded)
     """
     attrs = study.user_attrs
     raw = attrs.get(attr.SPACE)

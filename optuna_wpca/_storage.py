@@ -89,7 +89,7 @@ def check_storage_url(url: str) -> None:
         >>> check_storage_url("sqlite:/nope")
         Traceback (most recent call last):
         ...
-        ValueError: storage URL 'sqlite:/nope' is malformed; expected e.g. sqlite:///optuna_wpca.db
+        optuna_wpca._errors.InputError: storage URL 'sqlite:/nope' is malformed; expected e.g. sqlite:///optuna_wpca.db
     """
     malformed = InputError(f"storage URL {url!r} is malformed; expected e.g. sqlite:///optuna_wpca.db")
     if "://" not in url:

@@ -82,7 +82,8 @@ def test_head_importance_by_hand(setup):
     per_head = []
     for out, g in zip(outputs, grads):  # (batch, heads, tokens, head_dim): |sum over tokens and dims|, mean over the batch
         for h in range(out.shape[1]):
-            per_head.append(sum(abs(float((out[b, h] * g[b, h]).sum())) for b in range(out.shape[0])) / out.shape[0])
+            per_head.append(sum(abs(float((out[b, h].detach() * g[b, h]).sum())) for b in range(out.shape[0]))
+                            / out.shape[0])
     expected = sum(per_head) / len(per_head)
     assert len(per_head) == 4 and math.isfinite(expected)
     assert compute_proxy("head_importance", model, batch).value == pytest.approx(expected, rel=1e-9)

@@ -36,7 +36,7 @@ def check_proxy_options(options: dict, proxies: Sequence[str] | None = None) -> 
         >>> check_proxy_options({"etta": 0.5}, ["wpca"])
         Traceback (most recent call last):
         ...
-        ValueError: unknown proxy option 'etta' for wpca; accepted: count, eta, eta_mobilebert, reduce
+        optuna_wpca._errors.InputError: unknown proxy option 'etta' for wpca; accepted: count, eta, eta_mobilebert, reduce
     """
     if proxies is not None:
         accepted = sorted({name for proxy in proxies for name in get_proxy(proxy).options})
