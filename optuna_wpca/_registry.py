@@ -40,6 +40,15 @@ class Registry(Generic[T]):
             raise InputError(f"a {self.what} named {name!r} is already registered; unregister it first")
         self._entries[name] = entry
 
+    def register_class(self, name: str, cls: T, *, label: str, attribute: str) -> None:
+        """Register a class under the name it declares (a class attribute, ``attribute``): another class
+        under a taken name is refused; the same class defined again (a module reloaded) replaces itself."""
+        known = self._entries.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise InputError(f"{label} {name!r} is already {known.__module__}.{known.__qualname__}; "
+                             f"give {cls.__qualname__} another {attribute}")
+        self._entries[name] = cls
+
     def unregister(self, name: str) -> T:
         """Forget ``name``; returns what it held."""
         if name not in self._entries:

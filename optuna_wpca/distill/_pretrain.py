@@ -213,13 +213,18 @@ def _train_batch(corpus: MLMCorpus, config: MLMConfig, step: int) -> tuple[torch
     return inputs, masked, ids
 
 
-def held_out_batches(corpus: MLMCorpus, config: MLMConfig) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """The held-out stream as consecutive framed windows with fixed masks, in evaluation batches."""
-    width = config.seq_len - 2
+def _held_out_windows(corpus: MLMCorpus, width: int, config: MLMConfig) -> int:
+    """How many consecutive held-out windows of ``width`` tokens are scored (at most ``eval_windows``)."""
     n = len(corpus.held_out) // width
     if n < 1:
         raise InputError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
-    n = min(n, config.eval_windows or n)
+    return min(n, config.eval_windows or n)
+
+
+def held_out_batches(corpus: MLMCorpus, config: MLMConfig) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The held-out stream as consecutive framed windows with fixed masks, in evaluation batches."""
+    width = config.seq_len - 2
+    n = _held_out_windows(corpus, width, config)
     ids = _frame(corpus.held_out[: n * width].reshape(n, width), corpus)
     inputs, masked = _mask(ids, config.mask_rate, torch.Generator().manual_seed(config.eval_seed), corpus.mask_id)
     step = config.eval_batch_size
@@ -319,10 +324,7 @@ def pretrain_next_token(
                          "pretrain an encoder with pretrain_mlm")
     device = torch.device(config.device)
     width = config.seq_len
-    n = len(corpus.held_out) // width
-    if n < 1:
-        raise InputError(f"the held-out text has {len(corpus.held_out)} tokens, fewer than one window of {width}")
-    n = min(n, config.eval_windows or n)
+    n = _held_out_windows(corpus, width, config)
     held = torch.from_numpy(corpus.held_out[: n * width].reshape(n, width))
 
     def loss_of(ids: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

@@ -149,13 +149,7 @@ class CandidateModel(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("model_type"):  # declared by this class, not inherited
-            known = MODEL_TYPES.get(cls.model_type) if cls.model_type in MODEL_TYPES else None
-            if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-                raise InputError(f"model_type {cls.model_type!r} is already {known.__module__}.{known.__qualname__}; "
-                                 f"give {cls.__qualname__} another model_type")
-            if known is not None:  # the same class defined again (a module reloaded): the new one stands
-                MODEL_TYPES.unregister(cls.model_type)
-            MODEL_TYPES.register(cls.model_type, cls)
+            MODEL_TYPES.register_class(cls.model_type, cls, label="model_type", attribute="model_type")
             from optuna_wpca.models._auto import register_when_transformers_loads
 
             register_when_transformers_loads()  # its transformers classes, now or once transformers loads

@@ -98,13 +98,7 @@ class SearchSpace(abc.ABC):
         super().__init_subclass__(**kwargs)
         if not cls.kind or cls.__dict__.get("kind") is None:
             return  # abstract helpers, and subclasses that keep their parent's type
-        known = SPACES.get(cls.kind) if cls.kind in SPACES else None
-        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise InputError(f"search-space type {cls.kind!r} is already {known.__module__}.{known.__qualname__}; "
-                             f"give {cls.__qualname__} another kind")
-        if known is not None:  # the same class defined again (a module reloaded): the new one stands
-            SPACES.unregister(cls.kind)
-        SPACES.register(cls.kind, cls)
+        SPACES.register_class(cls.kind, cls, label="search-space type", attribute="kind")
 
     def block_kind(self, layer: Any) -> str:
         """Which of :attr:`block_kinds` ``layer`` is."""
