@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from optuna_wpca._errors import InputError
@@ -146,20 +147,48 @@ def _refusal(study: optuna.Study, what: str, recorded: Any, given: Any) -> Input
                       f"{_shown(given)}; use another study name, or leave the argument out to reuse the recorded one")
 
 
-def _check_space(study: optuna.Study, space: SearchSpace, recorded: dict[str, Any] | None) -> None:
+def _check_space(study: optuna.Study, space: SearchSpace, recorded: dict[str, Any] | None) -> bool:
+    """Refuse a study searched over another space, or whose trials encode the genes otherwise (integer or
+    categorical); whether the recorded space is to be rewritten (it differs only by that encoding, and
+    the trials, if any, agree with ``space``)."""
+    given = space.to_dict()
+    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     if recorded is None:
         # Running or waiting trials may be this search's own, being started now; finished ones
         # must carry this space's genome (a study searched before the search was recorded).
-        finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
         genes = set(space.distributions())
         foreign = [t for t in study.get_trials(deepcopy=False, states=finished)
                    if t.state != TrialState.FAIL and not genes <= set(t.params)]
         if foreign:
             raise InputError(f"study {study.study_name!r} already holds {len(foreign)} trials not made by "
                              "optuna-wpca over this space; use another study name")
-    elif recorded != space.to_dict():
+    elif _but_genes(recorded) != _but_genes(given):
         raise InputError(f"study {study.study_name!r} was searched over a different space "
                          f"({recorded.get('type')}); use another study name")
+    _check_gene_kinds(study, space, finished)
+    return recorded is not None and recorded != given
+
+
+def _but_genes(space: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in space.items() if k != "integer_genes"}
+
+
+def _check_gene_kinds(study: optuna.Study, space: SearchSpace, states: tuple[TrialState, ...]) -> None:
+    """A study's trials and ``space`` must give each gene the same kind of distribution: Optuna refuses
+    a parameter that changes kind, and a sampler would no longer see the earlier trials' genes."""
+    dists = space.distributions()
+    for trial in study.get_trials(deepcopy=False, states=states):
+        for name, dist in dists.items():
+            held = trial.distributions.get(name)
+            if held is not None and type(held) is not type(dist):
+                old = "categorical" if isinstance(held, CategoricalDistribution) else "integer"
+                flag = "integer_genes=False (CLI: --categorical-genes)" if old == "categorical" else \
+                    "integer_genes=True (the default)"
+                raise InputError(f"study {study.study_name!r} holds trials whose gene {name} is {old} (searched "
+                                 f"{'before 0.3' if old == 'categorical' else 'with integer genes'}); resume it "
+                                 f"with {flag}, or use another study name")
+        if any(name in trial.distributions for name in dists):
+            return  # one trial with genes tells the study's encoding
 
 
 def record_search(
@@ -200,9 +229,9 @@ def record_search(
             against the study's.
     """
     attrs = study.user_attrs
-    _check_space(study, space, attrs.get(attr.SPACE))
+    rewrite = _check_space(study, space, attrs.get(attr.SPACE))
     writes: dict[str, Any] = {}
-    if attr.SPACE not in attrs:
+    if attr.SPACE not in attrs or rewrite:
         writes[attr.SPACE] = space.to_dict()
 
     old_budget = Budget(attrs.get(attr.MAX_PARAMS), attrs.get(attr.MIN_PARAMS))

@@ -19,7 +19,7 @@ def test_counts_round_trip_and_build(space):
         assert space.num_params(arch, "all") == sum(p.numel() for p in model.parameters())
     default = DecoderSpace()
     assert len(default.distributions()) == 2 + 2 * 10
-    assert default.distributions()["hidden_size"].choices[-1] == 960
+    assert default.distributions()["hidden_size"].high == 960
 
 
 def test_attention_is_causal(space):

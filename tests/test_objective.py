@@ -2,6 +2,7 @@ import optuna
 import pytest
 
 from optuna_wpca import WPCASpace, ZeroCostObjective, text_batch
+from optuna_wpca.spaces._genes import values_of
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -64,7 +65,7 @@ def test_over_budget_candidate_is_pruned_without_building(space, batch):
     objective.space = type(space)(**space.config())
     objective.space.build = lambda *a, **k: pytest.fail("built an infeasible candidate")
     study = optuna.create_study(direction="maximize")
-    big = {n: d.choices[-1] for n, d in space.distributions().items()}
+    big = {n: values_of(d)[-1] for n, d in space.distributions().items()}
     study.enqueue_trial(dict(big, **{k: "bert" for k in big if k.endswith("block")}))
     study.optimize(objective, n_trials=1)
     t = study.trials[0]

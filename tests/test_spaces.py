@@ -3,9 +3,10 @@ import json
 import numpy as np
 import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from optuna_wpca import FlexiBERTSpace, WPCASpace, load_space, space_from_dict
+from optuna_wpca import DecoderSpace, FlexiBERTSpace, WPCASpace, load_space, space_from_dict
+from optuna_wpca.spaces._genes import values_of
 from optuna_wpca.ranking import benchmark_path
 
 
@@ -15,12 +16,21 @@ def benchmark_entries():
         return json.load(f)
 
 
-def test_wpca_space_distributions_are_per_layer_categoricals():
+def test_wpca_space_genes_are_per_layer_integers_where_ordered_and_categoricals_else():
     space = WPCASpace.small()
     dists = space.distributions()
     assert len(dists) == 24
     assert dists["layer_03_block"] == CategoricalDistribution(("bert", "mobilebert"))
-    assert dists["layer_11_ffn_mult"] == CategoricalDistribution((1, 2, 3, 4, 5, 6))
+    assert dists["layer_11_ffn_mult"] == IntDistribution(1, 6)
+    legacy = WPCASpace.small(integer_genes=False)
+    assert legacy.distributions()["layer_11_ffn_mult"] == CategoricalDistribution((1, 2, 3, 4, 5, 6))
+    assert legacy.to_dict()["integer_genes"] is False and "integer_genes" not in space.to_dict()
+    assert space_from_dict(legacy.to_dict()) == legacy != space
+    assert [legacy.sample(s) for s in range(5)] == [space.sample(s) for s in range(5)]  # the same draws
+    decoder = DecoderSpace.lts_gpt2().distributions()
+    assert decoder["layer_00_ffn_size"] == IntDistribution(512, 2048)
+    assert decoder["hidden_size"] == CategoricalDistribution((64, 128, 256, 512))  # not evenly stepped
+    assert DecoderSpace().distributions()["layer_00_ffn_size"] == IntDistribution(128, 4032, step=64)
     assert WPCASpace.tiny().num_layers == 6
 
 
@@ -68,7 +78,7 @@ def test_min_params_is_the_smallest():
 
     values = [
         space.num_params(space.from_params(dict(zip(space.distributions(), combo))))
-        for combo in itertools.product(*(d.choices for d in space.distributions().values()))
+        for combo in itertools.product(*(values_of(d) for d in space.distributions().values()))
     ]
     assert space.min_params() == min(values)
 

@@ -160,9 +160,13 @@ def _add_search(sub: Any) -> None:
     search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
     search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
     search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
-    search.add_argument("--operators", choices=("paper", "ordinal"), default="paper",
-                        help="GA mutation: paper (a gene takes a uniformly drawn other value; default) or ordinal "
-                        "(numeric genes step along their sorted values, steps shrinking over the generations)")
+    search.add_argument("--operators", choices=("paper", "ordinal", "boundary"), default="paper",
+                        help="GA mutation: paper (a gene takes a uniformly drawn other value; default), ordinal "
+                        "(ordered genes step along their values, steps shrinking over the generations) or boundary "
+                        "(ordinal steps, and half the children raised to the parameter budget's boundary)")
+    search.add_argument("--categorical-genes", action="store_true",
+                        help="every gene a categorical distribution, as before 0.3 (resumes a study searched then; "
+                        "default: evenly stepped integer genes such as FFN widths are integer distributions)")
     search.add_argument("--seed", type=int, default=0,
                         help="initialisation seed of every candidate, the same in every worker (default 0)")
     search.add_argument("--sampler-seed", type=int, default=None,

@@ -20,12 +20,14 @@ def _search_from_args(args: argparse.Namespace):
     """The space and the budget given on the command line (a preset's, or a space file's)."""
     from optuna_wpca._budget import Budget
     from optuna_wpca._presets import preset
-    from optuna_wpca.spaces import load_space
+    from optuna_wpca.spaces import load_space, space_from_dict
 
     if args.space:
         space, budget = load_space(args.space), Budget()
     else:
         space, budget = preset(args.preset)
+    if getattr(args, "categorical_genes", False):
+        space = space_from_dict({**space.to_dict(), "integer_genes": False})
     return space, Budget(
         args.max_params if args.max_params is not None else budget.max_params,
         args.min_params if args.min_params is not None else budget.min_params,

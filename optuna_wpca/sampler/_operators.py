@@ -1,17 +1,23 @@
-"""Genetic operators on parameter dicts, free of Optuna state: the paper's (Appendix E) and ordinal steps.
+"""Genetic operators on parameter dicts, free of Optuna state: the paper's (Appendix E), ordinal steps
+and a move to the budget's boundary.
 
 The paper's mutation replaces a gene by a uniformly drawn other value. For a gene with many ordered
 values (a decoder's FFN width has 1,537) that restarts the gene instead of stepping near a good value.
-:func:`mutate_ordinal` moves a numeric gene by a few positions of its sorted values, with steps that
+:func:`mutate_ordinal` moves an ordered gene by a few positions of its values, with steps that
 shrink as the search goes on; genes without an order (block types) mutate as in the paper.
+:func:`fill_budget` raises one ordered gene as far as the budget allows: the objectives that reward
+capacity (W-PCA multiplies by the parameter count) have their best candidates on that boundary, and
+a child of two boundary parents rarely lands on it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution
+
+from optuna_wpca.spaces._genes import is_ordered, values_of
 
 
 def uniform_crossover(
@@ -23,27 +29,36 @@ def uniform_crossover(
 
 def mutate(
     params: Mapping[str, Any],
-    distributions: Mapping[str, CategoricalDistribution],
+    distributions: Mapping[str, BaseDistribution],
     rng: np.random.RandomState,
     mutation_prob: float = 0.1,
 ) -> dict[str, Any]:
     """With probability ``mutation_prob`` per gene, replace it by a *different* value of that gene."""
     out = dict(params)
     for name, dist in distributions.items():
-        others = [c for c in dist.choices if c != out[name]]
-        if others and rng.rand() < mutation_prob:
-            out[name] = others[rng.randint(len(others))]
+        values = values_of(dist)
+        if len(values) > 1 and rng.rand() < mutation_prob:  # the paper's draws, in the same order as 0.2's
+            out[name] = _other_value(values, out[name], rng)
     return out
 
 
-#: Operator sets of :class:`~optuna_wpca.WPCASampler`: ``"paper"`` (uniform mutation, Appendix E) and
-#: ``"ordinal"`` (numeric genes stepped along their sorted values).
-OPERATORS = ("paper", "ordinal")
+def _other_value(values: Any, here: Any, rng: np.random.RandomState) -> Any:
+    """A uniformly drawn value of ``values`` other than ``here`` (``here`` itself when there is none);
+    an integer range is not listed."""
+    n = len(values)
+    if n < 2:
+        return here
+    if here not in values:
+        return values[rng.randint(n)]
+    i = rng.randint(n - 1)
+    j = values.index(here)
+    return values[i + 1 if i >= j else i]
 
 
-def is_ordinal(choices: tuple[Any, ...]) -> bool:
-    """Whether a gene's values are numbers (then they have an order to step along)."""
-    return len(choices) > 2 and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in choices)
+#: Operator sets of :class:`~optuna_wpca.WPCASampler`: ``"paper"`` (uniform mutation, Appendix E),
+#: ``"ordinal"`` (ordered genes stepped along their values) and ``"boundary"`` (ordinal steps, and half
+#: the children of a single-objective search under a parameter budget moved to its boundary).
+OPERATORS = ("paper", "ordinal", "boundary")
 
 
 def step_size(n_values: int, progress: float) -> float:
@@ -55,7 +70,7 @@ def step_size(n_values: int, progress: float) -> float:
 
 def mutate_ordinal(
     params: Mapping[str, Any],
-    distributions: Mapping[str, CategoricalDistribution],
+    distributions: Mapping[str, BaseDistribution],
     rng: np.random.RandomState,
     mutation_prob: float = 0.1,
     progress: float = 0.0,
@@ -65,8 +80,8 @@ def mutate_ordinal(
     :func:`step_size`; another gene is replaced by a different value, as in :func:`mutate`.
 
     Example:
-        >>> from optuna.distributions import CategoricalDistribution
-        >>> d = {"w": CategoricalDistribution(tuple(range(100)))}
+        >>> from optuna.distributions import IntDistribution
+        >>> d = {"w": IntDistribution(0, 99)}
         >>> rng = np.random.RandomState(0)
         >>> steps = [abs(mutate_ordinal({"w": 50}, d, rng, 1.0, progress=1.0)["w"] - 50) for _ in range(200)]
         >>> min(steps), max(steps) <= 4
@@ -74,13 +89,13 @@ def mutate_ordinal(
     """
     out = dict(params)
     for name, dist in distributions.items():
-        if rng.rand() >= mutation_prob or len(dist.choices) < 2:
+        values = values_of(dist)
+        if rng.rand() >= mutation_prob or len(values) < 2:
             continue
-        if not is_ordinal(dist.choices):
-            others = [c for c in dist.choices if c != out[name]]
-            out[name] = others[rng.randint(len(others))]
+        if not is_ordered(dist):
+            out[name] = _other_value(values, out[name], rng)
             continue
-        ordered = sorted(dist.choices)
+        ordered = values if isinstance(values, range) else sorted(values)
         here = ordered.index(out[name])
         step = 1 + int(abs(rng.normal(0.0, step_size(len(ordered), progress))))
         there = here + (step if rng.rand() < 0.5 else -step)
@@ -88,4 +103,49 @@ def mutate_ordinal(
         while there < 0 or there > last:  # reflect at the ends
             there = -there if there < 0 else 2 * last - there
         out[name] = ordered[there if there != here else (here + 1 if here < last else here - 1)]
+    return out
+
+
+def fill_budget(
+    params: Mapping[str, Any],
+    distributions: Mapping[str, BaseDistribution],
+    fits: Callable[[dict[str, Any]], bool],
+    size: Callable[[dict[str, Any]], float],
+    rng: np.random.RandomState,
+) -> dict[str, Any]:
+    """``params`` with ordered genes, taken in random order, each raised to its largest value that
+    still ``fits``, so the candidate ends as close under the budget as one gene's step allows.
+
+    A gene whose next value does not make the candidate any larger (a layer beyond its depth) is left
+    alone. ``params`` must fit; a candidate that cannot grow comes back unchanged.
+
+    Example:
+        >>> from optuna.distributions import IntDistribution
+        >>> d = {"a": IntDistribution(1, 100), "b": IntDistribution(1, 100)}
+        >>> total = lambda p: p["a"] + 2 * p["b"]
+        >>> out = fill_budget({"a": 10, "b": 10}, d, lambda p: total(p) <= 150, total, np.random.RandomState(0))
+        >>> total(out) in (149, 150)
+        True
+    """
+    out = dict(params)
+    for name in rng.permutation(sorted(distributions)):
+        dist = distributions[name]
+        if not is_ordered(dist):
+            continue
+        values = values_of(dist)
+        ordered = values if isinstance(values, range) else sorted(values)
+        here = ordered.index(out[name])
+        if here == len(ordered) - 1:
+            continue
+        before = size(out)
+        if size({**out, name: ordered[here + 1]}) <= before:
+            continue  # an inactive gene: moving it changes nothing
+        low, high = here, len(ordered) - 1  # the largest position that fits, by bisection
+        while low < high:
+            mid = (low + high + 1) // 2
+            if fits({**out, name: ordered[mid]}):
+                low = mid
+            else:
+                high = mid - 1
+        out[name] = ordered[low]
     return out

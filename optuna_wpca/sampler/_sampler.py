@@ -17,8 +17,9 @@ from optuna_wpca._budget import Budget
 from optuna_wpca._record import record_search, recorded_budget
 from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
-from optuna_wpca.sampler._operators import OPERATORS, mutate, mutate_ordinal, uniform_crossover
+from optuna_wpca.sampler._operators import OPERATORS, fill_budget, mutate, mutate_ordinal, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
+from optuna_wpca.spaces._genes import holds, values_of
 from optuna_wpca._optuna_private import storage_of, study_key, trial_id_of
 
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.sampler")
@@ -53,9 +54,13 @@ class WPCASampler(BaseGASampler):
         crossover_prob: probability of crossover for a child (paper: 1).
         swapping_prob: per-gene probability of taking the second parent's gene (paper: 0.5).
         mutation_prob: per-gene probability of mutation (paper: 0.1).
-        operators: ``"paper"`` (default: a mutated gene takes a uniformly drawn other value) or
-            ``"ordinal"`` (a numeric gene steps a few positions along its sorted values, the steps
-            shrinking over the generations; see :func:`optuna_wpca.sampler._operators.mutate_ordinal`).
+        operators: ``"paper"`` (default: a mutated gene takes a uniformly drawn other value),
+            ``"ordinal"`` (an ordered gene steps a few positions along its values, the steps
+            shrinking over the generations; see :func:`optuna_wpca.sampler._operators.mutate_ordinal`)
+            or ``"boundary"`` (ordinal steps; and in a single-objective search under a ``max_params``
+            budget, half the children have one ordered gene raised until the child sits on the
+            budget's boundary, where capacity-rewarding objectives such as W-PCA have their best;
+            see :func:`optuna_wpca.sampler._operators.fill_budget`).
         seed: random seed.
 
     Example:
@@ -205,9 +210,13 @@ class WPCASampler(BaseGASampler):
         parents = self.get_parent_population(study, generation) if generation > 0 else []
         if not parents:
             return self._random_feasible(budget)
+        fill = (self.operators == "boundary" and budget.max_params is not None and len(study.directions) == 1)
         for _ in range(self.max_tries):
             child = self._child(parents, generation / self.n_generations)
             if self._fits(child, budget):
+                if fill and self._rng.rand() < 0.5:
+                    child = fill_budget(child, self._distributions, lambda p: self._fits(p, budget),
+                                        self._size, self._rng)
                 return child
         _logger.warning("no feasible child in %d tries; drawing a random feasible candidate", self.max_tries)
         return self._random_feasible(budget)
@@ -253,8 +262,11 @@ class WPCASampler(BaseGASampler):
     def _in_space(self, trial: FrozenTrial) -> bool:
         """Whether ``trial`` carries a genome of this space (a study may hold other trials too)."""
         return all(
-            name in trial.params and trial.params[name] in dist.choices for name, dist in self._distributions.items()
+            name in trial.params and holds(dist, trial.params[name]) for name, dist in self._distributions.items()
         )
+
+    def _size(self, params: dict[str, Any]) -> int:
+        return self.space.num_params(self.space.from_params(params))
 
     def _child(self, parents: list[FrozenTrial], progress: float = 0.0) -> dict[str, Any]:
         if len(parents) == 1:
@@ -265,12 +277,16 @@ class WPCASampler(BaseGASampler):
         a = {n: first.params[n] for n in self._distributions}
         b = {n: second.params[n] for n in self._distributions}
         child = uniform_crossover(a, b, self._rng, self.swapping_prob) if self._rng.rand() < self.crossover_prob else a
-        if self.operators == "ordinal":
+        if self.operators in ("ordinal", "boundary"):
             return mutate_ordinal(child, self._distributions, self._rng, self.mutation_prob, progress)
         return mutate(child, self._distributions, self._rng, self.mutation_prob)
 
     def _random_params(self) -> dict[str, Any]:
-        return {n: d.choices[self._rng.randint(len(d.choices))] for n, d in self._distributions.items()}
+        params = {}
+        for name, dist in self._distributions.items():
+            values = values_of(dist)
+            params[name] = values[self._rng.randint(len(values))]
+        return params
 
     def _random_feasible(self, budget: Budget) -> dict[str, Any]:
         for _ in range(self.max_tries):

@@ -1,4 +1,4 @@
-"""The search-space abstraction: an architecture as a dict of Optuna categorical parameters."""
+"""The search-space abstraction: an architecture as a dict of Optuna parameters (integer or categorical genes)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution
 
 from optuna_wpca._errors import InputError
 from optuna_wpca._registry import Registry
 from optuna_wpca.models import CandidateModel
 from optuna_wpca.models._base import check_count_convention
+from optuna_wpca.spaces import _genes
 
 
 #: The deepest model a space may describe: beyond it a "search" is a typo, not a plan.
@@ -77,9 +78,12 @@ SPACES: "Registry[type[SearchSpace]]" = Registry("search-space type")
 class SearchSpace(abc.ABC):
     """A space of candidate encoders, expressed as Optuna distributions.
 
-    Every gene is a :class:`~optuna.distributions.CategoricalDistribution`, one per layer per
-    choice (``layer_03_block``, ``layer_03_ffn_mult``, ...), so any Optuna sampler can search it
-    and the genome has a fixed length (NSGA-II only evolves parameters every trial has).
+    One gene per layer per choice (``layer_03_block``, ``layer_03_ffn_mult``, ...), so any Optuna
+    sampler can search it and the genome has a fixed length (NSGA-II only evolves parameters every
+    trial has). A gene whose values are an evenly stepped integer range is an
+    :class:`~optuna.distributions.IntDistribution` (Optuna's samplers then use its order), any other a
+    :class:`~optuna.distributions.CategoricalDistribution`; ``integer_genes=False`` makes every gene
+    categorical, as before 0.3 (a study searched then resumes that way).
     """
 
     #: Short name used in files, study attributes and the CLI; a subclass that sets it is registered
@@ -104,8 +108,19 @@ class SearchSpace(abc.ABC):
         """Which of :attr:`block_kinds` ``layer`` is."""
         return next(iter(self.block_kinds))
 
-    def __init__(self, *, count: str) -> None:
+    def __init__(self, *, count: str, integer_genes: bool = True) -> None:
         self.count = check_count_convention(count)
+        if not isinstance(integer_genes, bool):
+            raise InputError(f"integer_genes must be true or false, got {integer_genes!r}")
+        self.integer_genes = integer_genes
+
+    def gene(self, values: Sequence[Any]) -> BaseDistribution:
+        """The distribution of a gene taking ``values`` under this space's encoding (see the class doc)."""
+        return _genes.gene(values, self.integer_genes)
+
+    def _genes_config(self) -> dict[str, Any]:
+        # Left out at the default, so a space recorded before the choice existed reads back the same.
+        return {} if self.integer_genes else {"integer_genes": False}
 
     def __eq__(self, other: object) -> bool:
         # Two spaces are the same search when they describe themselves the same way (what a study records).
@@ -117,8 +132,8 @@ class SearchSpace(abc.ABC):
         return hash(json.dumps(self.to_dict(), sort_keys=True))
 
     @abc.abstractmethod
-    def distributions(self) -> dict[str, CategoricalDistribution]:
-        """Parameter name -> distribution, in a fixed order."""
+    def distributions(self) -> dict[str, BaseDistribution]:
+        """Parameter name -> distribution (see :meth:`gene`), in a fixed order."""
 
     @abc.abstractmethod
     def from_params(self, params: Mapping[str, Any]) -> Architecture:
@@ -158,14 +173,17 @@ class SearchSpace(abc.ABC):
         """Constructor arguments, so that ``type(space)(**space.config())`` rebuilds it."""
 
     def suggest(self, trial: optuna.trial.BaseTrial) -> Architecture:
-        """Draw an architecture through ``trial`` (one ``suggest_categorical`` per gene)."""
-        params = {name: trial.suggest_categorical(name, dist.choices) for name, dist in self.distributions().items()}
+        """Draw an architecture through ``trial`` (one ``suggest_int`` or ``suggest_categorical`` per gene)."""
+        params = {name: _genes.suggest(trial, name, dist) for name, dist in self.distributions().items()}
         return self.from_params(params)
 
     def sample(self, rng: np.random.Generator | int | None = None) -> Architecture:
         """A uniformly random architecture, without Optuna."""
         rng = np.random.default_rng(rng)
-        params = {name: d.choices[int(rng.integers(len(d.choices)))] for name, d in self.distributions().items()}
+        params = {}
+        for name, dist in self.distributions().items():
+            values = _genes.values_of(dist)
+            params[name] = values[int(rng.integers(len(values)))]
         return self.from_params(params)
 
     def check_budget(self, max_params: float | None, min_params: float | None = None) -> None:
@@ -224,8 +242,8 @@ class SearchSpace(abc.ABC):
             raise InputError(f"architecture is missing parameter(s) {missing} of the {self.kind} space")
         for name in names:
             value = params[name]
-            if value not in dists[name].choices:
-                raise InputError(f"parameter {name}={value!r} is not one of {list(dists[name].choices)}")
+            if not _genes.holds(dists[name], value):
+                raise InputError(f"parameter {name}={value!r} is not one of {_genes.describe(dists[name])}")
 
 
 def space_from_dict(raw: Mapping[str, Any]) -> SearchSpace:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models import DecoderConfig, DecoderLayerConfig, DecoderModel
@@ -41,8 +41,9 @@ class DecoderSpace(SearchSpace):
         vocab_size: int = 30522,
         max_position_embeddings: int = 512,
         count: str = "non_embedding",
+        integer_genes: bool = True,
     ) -> None:
-        super().__init__(count=count)
+        super().__init__(count=count, integer_genes=integer_genes)
         self.num_layers_choices = sizes("num_layers_choices", num_layers_choices, maximum=MAX_LAYERS)
         self.hidden_sizes = sizes("hidden_sizes", hidden_sizes)
         self.heads = sizes("heads", heads)
@@ -111,16 +112,17 @@ class DecoderSpace(SearchSpace):
             "vocab_size": self.vocab_size,
             "max_position_embeddings": self.max_position_embeddings,
             "count": self.count,
+            **self._genes_config(),
         }
 
-    def distributions(self) -> dict[str, CategoricalDistribution]:
+    def distributions(self) -> dict[str, BaseDistribution]:
         out = {
-            "num_layers": CategoricalDistribution(self.num_layers_choices),
-            "hidden_size": CategoricalDistribution(self.hidden_sizes),
+            "num_layers": self.gene(self.num_layers_choices),
+            "hidden_size": self.gene(self.hidden_sizes),
         }
         for i in range(self.max_layers):
-            out[layer_name(i, "heads")] = CategoricalDistribution(self.heads)
-            out[layer_name(i, "ffn_size")] = CategoricalDistribution(self.ffn_sizes)
+            out[layer_name(i, "heads")] = self.gene(self.heads)
+            out[layer_name(i, "ffn_size")] = self.gene(self.ffn_sizes)
         return out
 
     def from_params(self, params: Mapping[str, Any]) -> Architecture:

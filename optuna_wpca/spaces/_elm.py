@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models import WPCALayerConfig
@@ -64,11 +64,11 @@ class ELMSpace(WPCASpace):
     def _head_choices(self, block: str) -> tuple[int, ...]:
         return self.bert_head_choices if block == "bert" else self.mobilebert_head_choices
 
-    def distributions(self) -> dict[str, CategoricalDistribution]:
+    def distributions(self) -> dict[str, BaseDistribution]:
         out = super().distributions()
         for i in range(self.num_layers):
-            out[layer_name(i, "bert_heads")] = CategoricalDistribution(self.bert_head_choices)
-            out[layer_name(i, "mobilebert_heads")] = CategoricalDistribution(self.mobilebert_head_choices)
+            out[layer_name(i, "bert_heads")] = self.gene(self.bert_head_choices)
+            out[layer_name(i, "mobilebert_heads")] = self.gene(self.mobilebert_head_choices)
         return out
 
     def from_params(self, params: Mapping[str, Any]) -> Architecture:

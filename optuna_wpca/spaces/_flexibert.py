@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Mapping, Sequence
 
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models import FlexiBERTConfig, FlexiBERTLayerConfig, FlexiBERTModel
@@ -60,8 +60,9 @@ class FlexiBERTSpace(SearchSpace):
         embedding_size: int = 128,
         max_position_embeddings: int = 512,
         count: str = "all",
+        integer_genes: bool = True,
     ) -> None:
-        super().__init__(count=count)
+        super().__init__(count=count, integer_genes=integer_genes)
         self.hidden_sizes = sizes("hidden_sizes", hidden_sizes)
         self.num_layers_choices = sizes("num_layers_choices", num_layers_choices, maximum=MAX_LAYERS)
         self.operations = tuple(operations)
@@ -100,18 +101,19 @@ class FlexiBERTSpace(SearchSpace):
             "embedding_size": self.embedding_size,
             "max_position_embeddings": self.max_position_embeddings,
             "count": self.count,
+            **self._genes_config(),
         }
 
-    def distributions(self) -> dict[str, CategoricalDistribution]:
+    def distributions(self) -> dict[str, BaseDistribution]:
         out = {
-            "hidden_size": CategoricalDistribution(self.hidden_sizes),
-            "num_layers": CategoricalDistribution(self.num_layers_choices),
+            "hidden_size": self.gene(self.hidden_sizes),
+            "num_layers": self.gene(self.num_layers_choices),
         }
         for i in range(self.max_layers):
-            out[layer_name(i, "operation")] = CategoricalDistribution(self.operations)
-            out[layer_name(i, "heads")] = CategoricalDistribution(self.heads)
-            out[layer_name(i, "ffn_size")] = CategoricalDistribution(self.ffn_sizes)
-            out[layer_name(i, "num_ffn")] = CategoricalDistribution(self.num_ffn_choices)
+            out[layer_name(i, "operation")] = self.gene(self.operations)
+            out[layer_name(i, "heads")] = self.gene(self.heads)
+            out[layer_name(i, "ffn_size")] = self.gene(self.ffn_sizes)
+            out[layer_name(i, "num_ffn")] = self.gene(self.num_ffn_choices)
         return out
 
     def _layer_genes(self, i: int) -> list[str]:

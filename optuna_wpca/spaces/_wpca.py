@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution
 
 from optuna_wpca._errors import InputError
 from optuna_wpca.models import WPCAConfig, WPCALayerConfig, WPCAModel
@@ -50,8 +50,9 @@ class WPCASpace(SearchSpace):
         embedding_size: int = 128,
         max_position_embeddings: int = 512,
         count: str = "non_embedding",
+        integer_genes: bool = True,
     ) -> None:
-        super().__init__(count=count)
+        super().__init__(count=count, integer_genes=integer_genes)
         self.num_layers = size("num_layers", num_layers, maximum=MAX_LAYERS)
         self.hidden_size = size("hidden_size", hidden_size, minimum=4)
         blocks = tuple(blocks)
@@ -98,13 +99,14 @@ class WPCASpace(SearchSpace):
             "embedding_size": self.embedding_size,
             "max_position_embeddings": self.max_position_embeddings,
             "count": self.count,
+            **self._genes_config(),
         }
 
-    def distributions(self) -> dict[str, CategoricalDistribution]:
-        out: dict[str, CategoricalDistribution] = {}
+    def distributions(self) -> dict[str, BaseDistribution]:
+        out: dict[str, BaseDistribution] = {}
         for i in range(self.num_layers):
-            out[layer_name(i, "block")] = CategoricalDistribution(self.blocks)
-            out[layer_name(i, "ffn_mult")] = CategoricalDistribution(self.ffn_mults)
+            out[layer_name(i, "block")] = self.gene(self.blocks)
+            out[layer_name(i, "ffn_mult")] = self.gene(self.ffn_mults)
         return out
 
     def from_params(self, params: Mapping[str, Any]) -> Architecture:
