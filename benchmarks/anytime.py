@@ -46,7 +46,7 @@ def _storage(path: Path):
 
 
 def _sampler(name: str, space, budget, seed: int, population: int):
-    if name in ("paper", "ordinal"):
+    if name in ("paper", "ordinal", "boundary"):
         return optuna_wpca.WPCASampler(space, budget=budget, population_size=population, seed=seed, operators=name)
     # Optuna's samplers read the budget from the constraints the objective sets (trial.set_constraint).
     if name == "tpe":
@@ -55,6 +55,8 @@ def _sampler(name: str, space, budget, seed: int, population: int):
         return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
+    if name == "cmaes":  # the integer genes; the categorical ones (width, heads) drawn at random
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     raise SystemExit(f"unknown sampler {name!r}")
 
 

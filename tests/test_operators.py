@@ -9,7 +9,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from optuna_wpca import DecoderSpace, WPCASampler, WPCASpace
 from optuna_wpca.spaces._genes import values_of
-from optuna_wpca.sampler._operators import fill_budget, mutate, mutate_ordinal, step_size, uniform_crossover
+from optuna_wpca.sampler._operators import DEFAULT_OPERATORS, fill_budget, mutate, mutate_ordinal, step_size, uniform_crossover
 from optuna_wpca.spaces._genes import is_ordered
 
 WIDTHS = {"w": CategoricalDistribution(tuple(range(0, 1000, 10)))}
@@ -49,17 +49,23 @@ def test_genes_without_an_order_mutate_as_in_the_paper():
     assert set(seen) == {"mobilebert", "other"}
 
 
-def test_the_operators_are_recorded_and_a_study_of_the_other_is_refused():
+def test_the_operators_are_recorded_a_resume_keeps_them_and_other_ones_are_refused():
     space = WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2)
-    assert "operators" not in WPCASampler(space).settings  # as studies recorded before the choice
+    assert "operators" not in WPCASampler(space, operators="paper").settings  # as studies recorded before the choice
     assert WPCASampler(space, operators="ordinal").settings["operators"] == "ordinal"
     with pytest.raises(ValueError, match="operators must be one of paper, ordinal, boundary"):
         WPCASampler(space, operators="gaussian")
     study = optuna.create_study(sampler=WPCASampler(space, population_size=3, seed=0, operators="ordinal"))
     study.optimize(lambda t: space.num_params(space.suggest(t)), n_trials=9)
-    study.sampler = WPCASampler(space, population_size=3, seed=0)
+    study.sampler = WPCASampler(space, population_size=3, seed=0, operators="paper")
     with pytest.raises(ValueError, match="GA settings"):
         study.optimize(lambda t: space.num_params(space.suggest(t)), n_trials=1)
+    study.sampler = resumed = WPCASampler(space, population_size=3, seed=0)  # none given: the study's own
+    study.optimize(lambda t: space.num_params(space.suggest(t)), n_trials=3)
+    assert resumed.operators == "ordinal" and len(study.trials) == 13
+    fresh = WPCASampler(space, population_size=3, seed=0)
+    optuna.create_study(sampler=fresh).optimize(lambda t: space.num_params(space.suggest(t)), n_trials=1)
+    assert fresh.operators == DEFAULT_OPERATORS
 
 
 def test_an_ordinal_search_on_decoder_widths_stays_in_the_space_and_the_budget():

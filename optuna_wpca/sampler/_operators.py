@@ -59,6 +59,8 @@ def _other_value(values: Any, here: Any, rng: np.random.RandomState) -> Any:
 #: ``"ordinal"`` (ordered genes stepped along their values) and ``"boundary"`` (ordinal steps, and half
 #: the children of a single-objective search under a parameter budget moved to its boundary).
 OPERATORS = ("paper", "ordinal", "boundary")
+#: What a sampler given no operators uses for a new study (a resumed one keeps those it recorded).
+DEFAULT_OPERATORS = "paper"
 
 
 def step_size(n_values: int, progress: float) -> float:

@@ -12,12 +12,13 @@ from optuna.samplers import BaseGASampler, RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from optuna_wpca import _attributes as attr
 from optuna_wpca._errors import InputError
 from optuna_wpca._budget import Budget
 from optuna_wpca._record import record_search, recorded_budget
 from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
-from optuna_wpca.sampler._operators import OPERATORS, fill_budget, mutate, mutate_ordinal, uniform_crossover
+from optuna_wpca.sampler._operators import DEFAULT_OPERATORS, OPERATORS, fill_budget, mutate, mutate_ordinal, uniform_crossover
 from optuna_wpca.spaces import SearchSpace
 from optuna_wpca.spaces._genes import holds, values_of
 from optuna_wpca._optuna_private import storage_of, study_key, trial_id_of
@@ -54,14 +55,16 @@ class WPCASampler(BaseGASampler):
         crossover_prob: probability of crossover for a child (paper: 1).
         swapping_prob: per-gene probability of taking the second parent's gene (paper: 0.5).
         mutation_prob: per-gene probability of mutation (paper: 0.1).
-        operators: ``"paper"`` (default: a mutated gene takes a uniformly drawn other value),
+        operators: ``"paper"`` (the paper's: a mutated gene takes a uniformly drawn other value),
             ``"ordinal"`` (an ordered gene steps a few positions along its values, the steps
             shrinking over the generations; see :func:`optuna_wpca.sampler._operators.mutate_ordinal`)
             or ``"boundary"`` (ordinal steps; and in a single-objective search under a ``max_params``
             budget, half the children have one ordered gene raised until the child sits on the
             budget's boundary, where capacity-rewarding objectives such as W-PCA have their best;
-            see :func:`optuna_wpca.sampler._operators.fill_budget`).
-        seed: random seed.
+            see :func:`optuna_wpca.sampler._operators.fill_budget`). ``None`` (default): a study
+            that recorded operators keeps them when resumed, a new one gets ``DEFAULT_OPERATORS``.
+        seed: random seed; each trial's draws come from the seed and the trial's number, so a
+            stopped search resumed with the same seed proposes what an uninterrupted one would.
 
     Example:
         >>> import optuna, optuna_wpca
@@ -86,7 +89,7 @@ class WPCASampler(BaseGASampler):
         crossover_prob: float = 1.0,
         swapping_prob: float = 0.5,
         mutation_prob: float = 0.1,
-        operators: str = "paper",
+        operators: str | None = None,
         max_tries: int = 1000,
         seed: int | None = None,
     ) -> None:
@@ -107,9 +110,10 @@ class WPCASampler(BaseGASampler):
                 raise InputError(f"{name} must lie in [0, 1], got {p}")
         if budget is not None and (max_params is not None or min_params is not None):
             raise InputError("give the budget once: budget=Budget(...) or max_params/min_params, not both")
-        if operators not in OPERATORS:
+        if operators is not None and operators not in OPERATORS:
             raise InputError(f"operators must be one of {', '.join(OPERATORS)}, got {operators!r}")
-        self.operators = operators
+        self._operators_given = operators
+        self.operators = operators if operators is not None else DEFAULT_OPERATORS
         self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         super().__init__(population_size=population_size)
         self.space = space
@@ -119,7 +123,9 @@ class WPCASampler(BaseGASampler):
         self.swapping_prob = swapping_prob
         self.mutation_prob = mutation_prob
         self.max_tries = max_tries
-        self._rng = np.random.RandomState(seed)
+        # Each trial's draws come from (seed, trial number): a stopped search resumed with the same seed
+        # proposes what the uninterrupted one would have.
+        self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         self._random = RandomSampler(seed=seed)
         self._distributions = space.distributions()
         self._study_budgets: dict[tuple[int, int], Budget] = {}
@@ -131,7 +137,7 @@ class WPCASampler(BaseGASampler):
         return int(self.population_size or 0) * self.n_generations
 
     def reseed_rng(self) -> None:
-        self._rng.seed()
+        self._seed = int(np.random.SeedSequence().generate_state(1)[0])
         self._random.reseed_rng()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -171,6 +177,8 @@ class WPCASampler(BaseGASampler):
         budget = self._study_budgets.get(key)
         if budget is None:
             if key not in self._recorded:
+                if self._operators_given is None and attr.GA in study.user_attrs:  # a resumed search keeps its own
+                    self.operators = study.user_attrs[attr.GA].get("operators", "paper")
                 budget = record_search(study, self.space, self._budget, ga=self.settings).budget
                 self._recorded.add(key)
             else:  # no budget yet: the objective may record one
@@ -208,18 +216,18 @@ class WPCASampler(BaseGASampler):
         budget = self._study_budget(study)
         generation = self.get_trial_generation(study, trial)
         parents = self.get_parent_population(study, generation) if generation > 0 else []
+        rng = np.random.RandomState([self._seed, trial.number])
         if not parents:
-            return self._random_feasible(budget)
+            return self._random_feasible(budget, rng)
         fill = (self.operators == "boundary" and budget.max_params is not None and len(study.directions) == 1)
         for _ in range(self.max_tries):
-            child = self._child(parents, generation / self.n_generations)
+            child = self._child(parents, rng, generation / self.n_generations)
             if self._fits(child, budget):
-                if fill and self._rng.rand() < 0.5:
-                    child = fill_budget(child, self._distributions, lambda p: self._fits(p, budget),
-                                        self._size, self._rng)
+                if fill and rng.rand() < 0.5:
+                    child = fill_budget(child, self._distributions, lambda p: self._fits(p, budget), self._size, rng)
                 return child
         _logger.warning("no feasible child in %d tries; drawing a random feasible candidate", self.max_tries)
-        return self._random_feasible(budget)
+        return self._random_feasible(budget, rng)
 
     def sample_independent(
         self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
@@ -268,35 +276,35 @@ class WPCASampler(BaseGASampler):
     def _size(self, params: dict[str, Any]) -> int:
         return self.space.num_params(self.space.from_params(params))
 
-    def _child(self, parents: list[FrozenTrial], progress: float = 0.0) -> dict[str, Any]:
+    def _child(self, parents: list[FrozenTrial], rng: np.random.RandomState, progress: float = 0.0) -> dict[str, Any]:
         if len(parents) == 1:
             first = second = parents[0]
         else:
-            i, j = self._rng.choice(len(parents), size=2, replace=False)
+            i, j = rng.choice(len(parents), size=2, replace=False)
             first, second = parents[i], parents[j]
         a = {n: first.params[n] for n in self._distributions}
         b = {n: second.params[n] for n in self._distributions}
-        child = uniform_crossover(a, b, self._rng, self.swapping_prob) if self._rng.rand() < self.crossover_prob else a
+        child = uniform_crossover(a, b, rng, self.swapping_prob) if rng.rand() < self.crossover_prob else a
         if self.operators in ("ordinal", "boundary"):
-            return mutate_ordinal(child, self._distributions, self._rng, self.mutation_prob, progress)
-        return mutate(child, self._distributions, self._rng, self.mutation_prob)
+            return mutate_ordinal(child, self._distributions, rng, self.mutation_prob, progress)
+        return mutate(child, self._distributions, rng, self.mutation_prob)
 
-    def _random_params(self) -> dict[str, Any]:
+    def _random_params(self, rng: np.random.RandomState) -> dict[str, Any]:
         params = {}
         for name, dist in self._distributions.items():
             values = values_of(dist)
-            params[name] = values[self._rng.randint(len(values))]
+            params[name] = values[rng.randint(len(values))]
         return params
 
-    def _random_feasible(self, budget: Budget) -> dict[str, Any]:
+    def _random_feasible(self, budget: Budget, rng: np.random.RandomState) -> dict[str, Any]:
         for _ in range(self.max_tries):
-            params = self._random_params()
+            params = self._random_params(rng)
             if self._fits(params, budget):
                 return params
         # Tight budgets: shrink a random candidate gene by gene towards the cheapest choice.
-        params = self._random_params()
+        params = self._random_params(rng)
         smallest = self.space.to_params(self.space._smallest_candidates()[0])
-        for name in self._rng.permutation(list(self._distributions)):
+        for name in rng.permutation(list(self._distributions)):
             if self._fits(params, budget):
                 break
             params[name] = smallest[name]
