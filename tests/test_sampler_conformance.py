@@ -13,10 +13,12 @@ SPACE = WPCASpace(num_layers=2, hidden_size=64, bert_heads=4, mobilebert_heads=2
 
 
 class _WPCASamplerFactory:
-    # Both operator sets: the paper's (the default) and the ordinal steps along numeric genes.
-    @pytest.fixture(params=["paper", "ordinal"])
+    # Every operator set: the paper's, the ordinal steps, and the boundary moves (which need a budget).
+    @pytest.fixture(params=["paper", "ordinal", "boundary", "boundary under a budget"])
     def sampler(self, request):
-        return lambda: WPCASampler(SPACE, population_size=4, seed=0, operators=request.param)
+        operators, _, budget = request.param.partition(" under ")
+        max_params = SPACE.min_params() * 2 if budget else None
+        return lambda: WPCASampler(SPACE, population_size=4, seed=0, operators=operators, max_params=max_params)
 
 
 class TestBasic(_WPCASamplerFactory, BasicSamplerTestCase):
