@@ -3,19 +3,20 @@
     python benchmarks/anytime.py run --preset lts-gpt2 --samplers paper ordinal tpe random --seeds 0 1 2 \
         --n 500 --batch 8x64
     python benchmarks/anytime.py summary [--plot docs/anytime.png]
+    python benchmarks/anytime.py rescore     # each run's pick scored again at the search's 16 x 128
 
 Each (preset, objective, batch, sampler, seed) is one Optuna study in a journal file
 (``benchmarks/results/anytime.journal``), so a killed run resumes where it stopped and adds to the
 studies it finds (``--n`` is the total each study should reach). Every study of a preset shares one
 reference sample (the objective's own draw, recorded in each study before its first trial), so a value
-means the same in all of them. Samplers: ``paper`` and ``ordinal`` are :class:`~optuna_wpca.WPCASampler`
-with the paper's and the ordinal operators (the search's GA settings otherwise); ``tpe`` is Optuna's
-``TPESampler(multivariate=True)``; ``nsga2`` is ``NSGAIISampler``; ``random`` is ``RandomSampler``.
+means the same in all of them. Samplers: ``paper``, ``ordinal`` and ``boundary`` are :class:`~optuna_wpca.WPCASampler`
+with those operators (the search's GA settings otherwise); ``tpe`` is Optuna's
+``TPESampler(multivariate=True)``; ``nsga2`` is ``NSGAIISampler``; ``cmaes`` is ``CmaEsSampler`` (on the
+integer genes; the categorical ones drawn at random); ``random`` is ``RandomSampler``.
 Optuna's samplers see the budget through the trials' constraints; a candidate over the budget is
 pruned before any model is built and is not counted as an evaluation. The evaluations are counted in
 completed trials, a repeated architecture included (it costs a cache look-up, as in a search). The
-journal is not committed: a gene of 1,537 categorical values is stored whole with every trial (~150 KB
-a trial on lts-gpt2); the summary is.
+journal is not committed (tens of MB for a full set of runs); the summary is.
 
 ``summary`` writes ``benchmarks/results/anytime.json``: per study the best value after n = 25, 50, 100,
 ..., and per sampler the median and range over seeds, against the best value any run found.
@@ -150,6 +151,38 @@ def _plot(curves: dict, path: str) -> None:
     fig.savefig(path, dpi=100)
 
 
+def rescore(args: argparse.Namespace) -> None:
+    """Each study's best architecture scored again at the search's own minibatch (16 x 128, its own
+    reference sample): whether the cheaper minibatch of the curves ranks the runs' picks the same."""
+    from scipy.stats import kendalltau
+
+    storage = _storage(Path(args.journal))
+    cache: dict[str, tuple] = {}
+    rows = []
+    for s in optuna.get_all_study_summaries(storage):
+        preset, proxy, batch, sampler, seed = s.study_name.split(":")
+        if preset not in cache:
+            space, budget = optuna_wpca.preset(preset)
+            objective = optuna_wpca.ZeroCostObjective(space, proxy, batch=optuna_wpca.text_batch(batch_size=16, seq_len=128),
+                                                      budget=budget, reference_size=args.reference_size)
+            cache[preset] = (space, objective, objective.reference() if objective.needs_reference else None)
+        space, objective, reference = cache[preset]
+        study = optuna.load_study(study_name=s.study_name, storage=storage)
+        best = study.best_trial
+        values, _ = objective.score(space.from_params(best.params), reference)
+        rows.append({"study": s.study_name, "trials": len(study.trials), "best_at_curve_batch": best.value,
+                     "best_at_16x128": values[0]})
+        print(f"{s.study_name}: {best.value:.6g} -> {values[0]:.6g}", flush=True)
+    out = {"command": "python benchmarks/anytime.py rescore", "rows": rows}
+    for preset in cache:
+        mine = [r for r in rows if r["study"].startswith(preset + ":")]
+        if len(mine) > 2:
+            tau = kendalltau([r["best_at_curve_batch"] for r in mine], [r["best_at_16x128"] for r in mine]).statistic
+            out[f"{preset}:kendall_tau"] = float(tau)
+            print(f"{preset}: Kendall tau of the runs' picks, curve minibatch vs 16 x 128: {tau:.3f}")
+    Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -167,8 +200,12 @@ def main() -> None:
     s.add_argument("--journal", default=str(JOURNAL))
     s.add_argument("--json", default=str(RESULTS / "anytime.json"))
     s.add_argument("--plot", default=None)
+    c = sub.add_parser("rescore")
+    c.add_argument("--journal", default=str(JOURNAL))
+    c.add_argument("--reference-size", type=int, default=64)
+    c.add_argument("--json", default=str(RESULTS / "anytime_rescored.json"))
     args = parser.parse_args()
-    run(args) if args.command == "run" else summary(args)
+    {"run": run, "summary": summary, "rescore": rescore}[args.command](args)
 
 
 if __name__ == "__main__":

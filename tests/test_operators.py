@@ -42,6 +42,13 @@ def test_ordinal_steps_are_near_and_shrink_over_the_generations():
     assert at_edge <= set(WIDTHS["w"].choices) and max(at_edge) < 990  # reflected back into the range
 
 
+def test_an_ordered_gene_of_few_values_is_redrawn_as_in_the_paper():
+    few = {"m": IntDistribution(1, 6)}
+    a, b = np.random.RandomState(3), np.random.RandomState(3)
+    assert [mutate_ordinal({"m": 1}, few, a, 1.0, 1.0)["m"] for _ in range(300)] == \
+        [mutate({"m": 1}, few, b, 1.0)["m"] for _ in range(300)]  # 1 -> 6 in one move, late in the search too
+
+
 def test_genes_without_an_order_mutate_as_in_the_paper():
     assert not is_ordered(BLOCKS["b"]) and is_ordered(WIDTHS["w"]) and is_ordered(IntDistribution(0, 5))
     rng = np.random.RandomState(1)

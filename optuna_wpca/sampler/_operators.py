@@ -55,6 +55,11 @@ def _other_value(values: Any, here: Any, rng: np.random.RandomState) -> Any:
     return values[i + 1 if i >= j else i]
 
 
+#: The fewest values an ordered gene needs to be stepped rather than redrawn: a gene of a few values
+#: (W-PCA-Small's FFN multiple, 1-6) is searched better by the paper's redraw, which reaches every value
+#: in one move (measured: ``benchmarks/anytime.py``, docs/benchmarks.md).
+MIN_STEPPED_VALUES = 10
+
 #: Operator sets of :class:`~optuna_wpca.WPCASampler`: ``"paper"`` (uniform mutation, Appendix E),
 #: ``"ordinal"`` (ordered genes stepped along their values) and ``"boundary"`` (ordinal steps, and half
 #: the children of a single-objective search under a parameter budget moved to its boundary).
@@ -77,9 +82,10 @@ def mutate_ordinal(
     mutation_prob: float = 0.1,
     progress: float = 0.0,
 ) -> dict[str, Any]:
-    """With probability ``mutation_prob`` per gene: a numeric gene moves by 1 + |N(0, s)| positions
-    (rounded down; either way, reflected at the ends) of its sorted values, ``s`` from
-    :func:`step_size`; another gene is replaced by a different value, as in :func:`mutate`.
+    """With probability ``mutation_prob`` per gene: an ordered gene of at least :data:`MIN_STEPPED_VALUES`
+    values moves by 1 + |N(0, s)| positions (rounded down; either way, reflected at the ends) of its
+    sorted values, ``s`` from :func:`step_size`; another gene is replaced by a different value, as in
+    :func:`mutate`.
 
     Example:
         >>> from optuna.distributions import IntDistribution
@@ -94,7 +100,7 @@ def mutate_ordinal(
         values = values_of(dist)
         if rng.rand() >= mutation_prob or len(values) < 2:
             continue
-        if not is_ordered(dist):
+        if not is_ordered(dist) or len(values) < MIN_STEPPED_VALUES:
             out[name] = _other_value(values, out[name], rng)
             continue
         ordered = values if isinstance(values, range) else sorted(values)
