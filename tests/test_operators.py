@@ -126,3 +126,18 @@ def test_boundary_operators_fill_half_the_children_of_a_budgeted_search():
     near = {k: sum(t.value > budget - 2 * 128 - 1 for t in s.trials[10:]) for k, s in studies.items()}
     assert near["boundary"] >= 10 and near["boundary"] > 2 * near["ordinal"]
     assert all(t.value <= budget for s in studies.values() for t in s.trials)
+
+
+def test_on_a_space_without_fine_genes_every_operator_set_is_the_papers_draw_for_draw():
+    space = WPCASpace(num_layers=4, hidden_size=64, bert_heads=4, mobilebert_heads=2)  # FFN multiple 1-6
+    budget = space.min_params() * 2
+
+    def trials(operators):
+        study = optuna.create_study(direction="maximize", sampler=WPCASampler(
+            space, max_params=budget, population_size=6, seed=3, operators=operators))
+        study.optimize(lambda t: float(space.num_params(space.suggest(t))), n_trials=30)
+        return [t.params for t in study.trials]
+
+    paper = trials("paper")
+    assert trials("ordinal") == paper and trials("boundary") == paper
+    assert len({str(p) for p in paper[6:]}) > 5  # children, not copies of generation 0

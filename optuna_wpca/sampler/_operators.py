@@ -62,7 +62,8 @@ MIN_STEPPED_VALUES = 10
 
 #: Operator sets of :class:`~optuna_wpca.WPCASampler`: ``"paper"`` (uniform mutation, Appendix E),
 #: ``"ordinal"`` (ordered genes stepped along their values) and ``"boundary"`` (ordinal steps, and half
-#: the children of a single-objective search under a parameter budget moved to its boundary).
+#: the children of a single-objective search under a parameter budget moved to its boundary). On a space
+#: without a gene of :data:`MIN_STEPPED_VALUES` values (W-PCA's), both are the paper's, draw for draw.
 OPERATORS = ("paper", "ordinal", "boundary")
 #: What a sampler given no operators uses for a new study (a resumed one keeps those it recorded).
 DEFAULT_OPERATORS = "paper"
@@ -100,7 +101,7 @@ def mutate_ordinal(
         values = values_of(dist)
         if rng.rand() >= mutation_prob or len(values) < 2:
             continue
-        if not is_ordered(dist) or len(values) < MIN_STEPPED_VALUES:
+        if not is_fine(dist):
             out[name] = _other_value(values, out[name], rng)
             continue
         ordered = values if isinstance(values, range) else sorted(values)
@@ -114,6 +115,14 @@ def mutate_ordinal(
     return out
 
 
+def is_fine(dist: BaseDistribution) -> bool:
+    """Whether a gene is ordered with at least :data:`MIN_STEPPED_VALUES` values: one that ordinal steps
+    move and :func:`fill_budget` raises (a step of a coarse gene, such as W-PCA-Small's FFN multiple
+    1-6, moves a candidate by a tenth of its budget: raising it would crowd the population onto a few
+    candidates, measured to stall the search)."""
+    return is_ordered(dist) and len(values_of(dist)) >= MIN_STEPPED_VALUES
+
+
 def fill_budget(
     params: Mapping[str, Any],
     distributions: Mapping[str, BaseDistribution],
@@ -121,8 +130,8 @@ def fill_budget(
     size: Callable[[dict[str, Any]], float],
     rng: np.random.RandomState,
 ) -> dict[str, Any]:
-    """``params`` with ordered genes, taken in random order, each raised to its largest value that
-    still ``fits``, so the candidate ends as close under the budget as one gene's step allows.
+    """``params`` with its fine genes (:func:`is_fine`), taken in random order, each raised to its largest
+    value that still ``fits``, so the candidate ends as close under the budget as one gene's step allows.
 
     A gene whose next value does not make the candidate any larger (a layer beyond its depth) is left
     alone. ``params`` must fit; a candidate that cannot grow comes back unchanged.
@@ -138,7 +147,7 @@ def fill_budget(
     out = dict(params)
     for name in rng.permutation(sorted(distributions)):
         dist = distributions[name]
-        if not is_ordered(dist):
+        if not is_fine(dist):
             continue
         values = values_of(dist)
         ordered = values if isinstance(values, range) else sorted(values)

@@ -18,7 +18,9 @@ from optuna_wpca._budget import Budget
 from optuna_wpca._record import record_search, recorded_budget
 from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
-from optuna_wpca.sampler._operators import DEFAULT_OPERATORS, OPERATORS, fill_budget, mutate, mutate_ordinal, uniform_crossover
+from optuna_wpca.sampler._operators import (
+    DEFAULT_OPERATORS, OPERATORS, fill_budget, is_fine, mutate, mutate_ordinal, uniform_crossover,
+)
 from optuna_wpca.spaces import SearchSpace
 from optuna_wpca.spaces._genes import holds, values_of
 from optuna_wpca._optuna_private import storage_of, study_key, trial_id_of
@@ -59,9 +61,11 @@ class WPCASampler(BaseGASampler):
             ``"ordinal"`` (an ordered gene steps a few positions along its values, the steps
             shrinking over the generations; see :func:`optuna_wpca.sampler._operators.mutate_ordinal`)
             or ``"boundary"`` (ordinal steps; and in a single-objective search under a ``max_params``
-            budget, half the children have one ordered gene raised until the child sits on the
+            budget, half the children have one fine gene raised until the child sits on the
             budget's boundary, where capacity-rewarding objectives such as W-PCA have their best;
-            see :func:`optuna_wpca.sampler._operators.fill_budget`). ``None`` (default): a study
+            see :func:`optuna_wpca.sampler._operators.fill_budget`). Steps and raises apply to fine
+            genes, ordered ones of at least 10 values (FFN widths, depth); the others are redrawn as
+            in the paper, so on a space without fine genes (W-PCA's) all three are the paper's. ``None`` (default): a study
             that recorded operators keeps them when resumed, a new one gets ``DEFAULT_OPERATORS``.
         seed: random seed; each trial's draws come from the seed and the trial's number, so a
             stopped search resumed with the same seed proposes what an uninterrupted one would.
@@ -219,7 +223,8 @@ class WPCASampler(BaseGASampler):
         rng = np.random.RandomState([self._seed, trial.number])
         if not parents:
             return self._random_feasible(budget, rng)
-        fill = (self.operators == "boundary" and budget.max_params is not None and len(study.directions) == 1)
+        fill = (self.operators == "boundary" and budget.max_params is not None and len(study.directions) == 1
+                and any(is_fine(d) for d in self._distributions.values()))
         for _ in range(self.max_tries):
             child = self._child(parents, rng, generation / self.n_generations)
             if self._fits(child, budget):
