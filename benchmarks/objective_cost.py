@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=["wpca-small", "lts-gpt2"])
     parser.add_argument("--objective", default=None, help="default: the preset's family default")
     parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "objective_cost.json"))
+    parser.add_argument("--label", default="", help="appended to each entry's key (e.g. 'before', with the code "
+                        "to compare on PYTHONPATH: PYTHONPATH=/tmp/before python benchmarks/objective_cost.py ...)")
     args = parser.parse_args()
     path = Path(args.json)
     results = json.loads(path.read_text()) if path.exists() else {}
@@ -74,7 +76,8 @@ def main() -> None:
                     "machine": f"{platform.machine()}, {platform.system()}, torch {torch.__version__}"})
     for preset in args.presets:
         name, r = measure(preset, args.n, args.reference_size, args.objective)
-        results[f"{preset}:{name}"] = r
+        r["code"] = optuna_wpca.__file__
+        results[f"{preset}:{name}" + (f" {args.label}" if args.label else "")] = r
         print(f"{preset}: wpca {r['wpca']['median_s']:.3f} s, {name} "
               f"{r[name]['median_s']:.3f} s per evaluation (median of {args.n}); ratio "
               f"{r['ratio_of_medians']:.2f}; reference sample of {args.reference_size}: "
