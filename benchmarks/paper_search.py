@@ -45,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
 
     space, budget = optuna_wpca.preset("wpca-small")
-    sampler = optuna_wpca.WPCASampler(space, max_params=budget.max_params, seed=args.seed)
+    sampler = optuna_wpca.WPCASampler(space, max_params=budget.max_params, seed=args.seed, operators="paper")
     storage = open_storage(args.storage)
     study = optuna.create_study(direction="maximize", sampler=sampler, storage=storage,
                                 study_name=args.study_name, load_if_exists=True)
