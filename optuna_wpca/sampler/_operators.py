@@ -66,7 +66,7 @@ MIN_STEPPED_VALUES = 10
 #: without a gene of :data:`MIN_STEPPED_VALUES` values (W-PCA's), both are the paper's, draw for draw.
 OPERATORS = ("paper", "ordinal", "boundary")
 #: What a sampler given no operators uses for a new study (a resumed one keeps those it recorded).
-DEFAULT_OPERATORS = "boundary"
+DEFAULT_OPERATORS = "paper"
 
 
 def step_size(n_values: int, progress: float) -> float:
