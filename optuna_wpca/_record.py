@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import optuna
 from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from optuna_wpca._errors import InputError
 from optuna_wpca import _attributes as attr
@@ -152,13 +152,12 @@ def _check_space(study: optuna.Study, space: SearchSpace, recorded: dict[str, An
     categorical); whether the recorded space is to be rewritten (it differs only by that encoding, and
     the trials, if any, agree with ``space``)."""
     given = space.to_dict()
-    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    # Running or waiting trials may be this search's own, being started now: only finished ones are read.
+    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
     if recorded is None:
-        # Running or waiting trials may be this search's own, being started now; finished ones
-        # must carry this space's genome (a study searched before the search was recorded).
+        # Finished trials must carry this space's genome (a study searched before the search was recorded).
         genes = set(space.distributions())
-        foreign = [t for t in study.get_trials(deepcopy=False, states=finished)
-                   if t.state != TrialState.FAIL and not genes <= set(t.params)]
+        foreign = [t for t in finished if t.state != TrialState.FAIL and not genes <= set(t.params)]
         if foreign:
             raise InputError(f"study {study.study_name!r} already holds {len(foreign)} trials not made by "
                              "optuna-wpca over this space; use another study name")
@@ -173,11 +172,11 @@ def _but_genes(space: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in space.items() if k != "integer_genes"}
 
 
-def _check_gene_kinds(study: optuna.Study, space: SearchSpace, states: tuple[TrialState, ...]) -> None:
+def _check_gene_kinds(study: optuna.Study, space: SearchSpace, trials: Sequence[FrozenTrial]) -> None:
     """A study's trials and ``space`` must give each gene the same kind of distribution: Optuna refuses
     a parameter that changes kind, and a sampler would no longer see the earlier trials' genes."""
     dists = space.distributions()
-    for trial in study.get_trials(deepcopy=False, states=states):
+    for trial in trials:
         for name, dist in dists.items():
             held = trial.distributions.get(name)
             if held is not None and type(held) is not type(dist):

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from optuna_wpca._presets import PRESETS
-from optuna_wpca.sampler._operators import DEFAULT_OPERATORS
+from optuna_wpca.sampler._operators import DEFAULT_OPERATORS, OPERATORS
 from optuna_wpca.cli._distill import run_distill
 from optuna_wpca.cli._latency import run_calibrate_latency
 from optuna_wpca.cli._pick import run_pick
@@ -161,7 +161,7 @@ def _add_search(sub: Any) -> None:
     search.add_argument("--generations", type=int, default=40, help="GA generations (default 40)")
     search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
     search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
-    search.add_argument("--operators", choices=("paper", "ordinal", "boundary"), default=None,
+    search.add_argument("--operators", choices=OPERATORS, default=None,
                         help="GA operators (default: a resumed study's own, else " + DEFAULT_OPERATORS + "): paper "
                         "(a mutated gene takes a uniformly drawn other value, the W-PCA paper's), ordinal "
                         "(ordered genes step along their values, steps shrinking over the generations) or boundary "

@@ -65,8 +65,9 @@ class WPCASampler(BaseGASampler):
             budget's boundary, where capacity-rewarding objectives such as W-PCA have their best;
             see :func:`optuna_wpca.sampler._operators.fill_budget`). Steps and raises apply to fine
             genes, ordered ones of at least 10 values (FFN widths, depth); the others are redrawn as
-            in the paper, so on a space without fine genes (W-PCA's) all three are the paper's. ``None`` (default): a study
-            that recorded operators keeps them when resumed, a new one gets ``DEFAULT_OPERATORS``.
+            in the paper, so on a space without fine genes (W-PCA's) all three are the paper's.
+            ``None`` (default): a study that recorded operators keeps them when resumed, a new one
+            gets ``DEFAULT_OPERATORS``.
         seed: random seed; each trial's draws come from the seed and the trial's number, so a
             stopped search resumed with the same seed proposes what an uninterrupted one would.
 
@@ -132,6 +133,7 @@ class WPCASampler(BaseGASampler):
         self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         self._random = RandomSampler(seed=seed)
         self._distributions = space.distributions()
+        self._has_fine_genes = any(is_fine(d) for d in self._distributions.values())
         self._study_budgets: dict[tuple[int, int], Budget] = {}
         self._recorded: set[tuple[int, int]] = set()
 
@@ -224,7 +226,7 @@ class WPCASampler(BaseGASampler):
         if not parents:
             return self._random_feasible(budget, rng)
         fill = (self.operators == "boundary" and budget.max_params is not None and len(study.directions) == 1
-                and any(is_fine(d) for d in self._distributions.values()))
+                and self._has_fine_genes)
         for _ in range(self.max_tries):
             child = self._child(parents, rng, generation / self.n_generations)
             if self._fits(child, budget):
