@@ -25,6 +25,9 @@ def test_the_chunked_head_gives_autograds_loss_and_gradient():
     mine, grad = _shared_pass.next_token_loss_and_grad(hidden, embedding, targets, chunk=8)  # 37 = 4 x 8 + 5
     assert float(mine) == pytest.approx(float(loss.detach()), rel=1e-6)
     assert torch.allclose(grad, leaf.grad, rtol=1e-4, atol=1e-7)
+    whole, grad_whole = _shared_pass.next_token_loss_and_grad(hidden, embedding, targets)  # one chunk, under its size
+    assert float(whole) == pytest.approx(float(loss.detach()), rel=1e-6)
+    assert torch.allclose(grad_whole, leaf.grad, rtol=1e-4, atol=1e-7)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
