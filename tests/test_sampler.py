@@ -114,46 +114,58 @@ WORKER = textwrap.dedent(
     """
     import sys, optuna
     from optuna.storages.journal import JournalFileBackend
-    from optuna_wpca import WPCASampler, WPCASpace
+    from optuna_wpca import DecoderSpace, WPCASampler, WPCASpace
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage_arg, n, seed, operators = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     storage = (optuna.storages.JournalStorage(JournalFileBackend(storage_arg[len("journal:"):]))
                if storage_arg.startswith("journal:") else storage_arg)
-    space = WPCASpace(**%s)
+    space = WPCASpace(**%s) if sys.argv[5] == "wpca" else DecoderSpace(**%s)
     study = optuna.create_study(study_name="s", storage=storage, direction="maximize",
                                 sampler=WPCASampler(space, population_size=10, seed=seed, operators=operators,
                                                     max_params=space.min_params() * 3), load_if_exists=True)
     study.optimize(lambda t: float(space.num_params(space.suggest(t))), n_trials=n)
     """
-    % (TINY,)
+    % (TINY, "dict(num_layers_choices=(2, 3), hidden_sizes=(64, 128), heads=(2, 4), ffn_sizes=tuple(range(64, 513)))")
 )
 
 
-def run_worker(tmp_path, storage, n, seed, operators="paper"):
+def run_worker(tmp_path, storage, n, seed, operators="paper", space="wpca"):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    return subprocess.Popen([sys.executable, str(script), storage, str(n), str(seed), operators])
+    return subprocess.Popen([sys.executable, str(script), storage, str(n), str(seed), operators, space])
 
 
-@pytest.mark.parametrize("operators", ["paper", "boundary"])
-def test_resume_in_a_new_process_keeps_generations_and_with_the_seed_the_same_trials(tmp_path, operators):
+# The boundary operators on a decoder space, whose FFN widths (449 values) they step and raise; on W-PCA's
+# spaces they are the paper's.
+SEARCHES = [("paper", "wpca"), ("boundary", "decoder")]
+
+
+def worker_space(kind):
+    from optuna_wpca import DecoderSpace
+
+    return tiny_space() if kind == "wpca" else DecoderSpace(num_layers_choices=(2, 3), hidden_sizes=(64, 128),
+                                                            heads=(2, 4), ffn_sizes=tuple(range(64, 513)))
+
+
+@pytest.mark.parametrize("operators, space", SEARCHES)
+def test_resume_in_a_new_process_keeps_generations_and_with_the_seed_the_same_trials(tmp_path, operators, space):
     url = f"sqlite:///{tmp_path / 's.db'}"
-    assert run_worker(tmp_path, url, 25, 0, operators).wait() == 0
-    assert run_worker(tmp_path, url, 25, 0, operators).wait() == 0  # stopped at 25, resumed with the seed
+    assert run_worker(tmp_path, url, 25, 0, operators, space).wait() == 0
+    assert run_worker(tmp_path, url, 25, 0, operators, space).wait() == 0  # stopped at 25, resumed with the seed
     study = optuna.load_study(study_name="s", storage=url)
     trials = study.trials
     assert len(trials) == 50 and all(t.state == TrialState.COMPLETE for t in trials)
     generations = collections.Counter(t.system_attrs["WPCASampler:generation"] for t in trials)
     assert generations == {g: 10 for g in range(5)}
     once = f"sqlite:///{tmp_path / 'once.db'}"
-    assert run_worker(tmp_path, once, 50, 0, operators).wait() == 0
+    assert run_worker(tmp_path, once, 50, 0, operators, space).wait() == 0
     assert [t.params for t in optuna.load_study(study_name="s", storage=once).trials] == [t.params for t in trials]
 
 
-@pytest.mark.parametrize("operators", ["paper", "boundary"])
-def test_two_processes_share_one_journal_study(tmp_path, operators):
+@pytest.mark.parametrize("operators, space", SEARCHES)
+def test_two_processes_share_one_journal_study(tmp_path, operators, space):
     storage = f"journal:{tmp_path / 'journal.log'}"
-    workers = [run_worker(tmp_path, storage, 20, seed, operators) for seed in (0, 1)]
+    workers = [run_worker(tmp_path, storage, 20, seed, operators, space) for seed in (0, 1)]
     assert [w.wait() for w in workers] == [0, 0]
     from optuna.storages.journal import JournalFileBackend
 
@@ -163,7 +175,8 @@ def test_two_processes_share_one_journal_study(tmp_path, operators):
     numbers = [t.number for t in study.trials]
     assert sorted(numbers) == list(range(40))  # none lost, none twice
     assert all(t.state == TrialState.COMPLETE for t in study.trials)
-    assert all(t.value <= tiny_space().min_params() * 3 for t in study.trials)
+    budget = worker_space(space).min_params() * 3
+    assert all(t.value <= budget for t in study.trials)
     assert max(t.system_attrs["WPCASampler:generation"] for t in study.trials) >= 2
     # Not the same trials as one worker: which trials a generation holds, and so a child's parents, depend on
     # which worker finishes first; each trial's draws still come from (its worker's seed, its number).
