@@ -61,6 +61,16 @@ def _sampler(name: str, space, budget, seed: int, population: int):
     raise SystemExit(f"unknown sampler {name!r}")
 
 
+def _recorded_reference(storage, prefix: str):
+    """The reference sample a study of these settings already holds (a resumed run does not score it again)."""
+    from optuna_wpca._objective import ReferenceSample
+
+    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if s.study_name.startswith(prefix) and s.user_attrs.get(attr.REFERENCE) is not None:
+            return ReferenceSample.from_dict(s.user_attrs[attr.REFERENCE])
+    return None
+
+
 def run(args: argparse.Namespace) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space, budget = optuna_wpca.preset(args.preset)
@@ -69,8 +79,10 @@ def run(args: argparse.Namespace) -> None:
     batch = optuna_wpca.text_batch(batch_size=b, seq_len=n)
     objective = optuna_wpca.ZeroCostObjective(space, proxy, batch=batch, budget=budget,
                                               reference_size=args.reference_size)
-    reference = objective.reference() if objective.needs_reference else None
     storage = _storage(Path(args.journal))
+    reference = _recorded_reference(storage, f"{args.preset}:{proxy}:{args.batch}:") if objective.needs_reference else None
+    if objective.needs_reference and reference is None:
+        reference = objective.reference()
     for seed in args.seeds:
         for sampler_name in args.samplers:
             name = f"{args.preset}:{proxy}:{args.batch}:{sampler_name}:{seed}"
