@@ -2,8 +2,11 @@
 
     python benchmarks/anytime.py run --preset lts-gpt2 --samplers paper ordinal tpe random --seeds 0 1 2 \
         --n 500 --batch 8x64
+    python benchmarks/anytime.py run --preset lts-gpt2 --samplers paper --seeds 0 1 2 3 4 --n 500 --batch 16x128 \
+        --journal benchmarks/results/anytime_16x128.journal      # the search's own minibatch
     python benchmarks/anytime.py summary [--plot docs/anytime.png]
     python benchmarks/anytime.py rescore     # each run's pick scored again at the search's 16 x 128
+    python benchmarks/anytime.py export      # every trial's value and genes, gzipped CSV (committed)
 
 Each (preset, objective, batch, sampler, seed) is one Optuna study in a journal file
 (``benchmarks/results/anytime.journal``), so a killed run resumes where it stopped and adds to the
@@ -16,7 +19,9 @@ integer genes; the categorical ones drawn at random); ``random`` is ``RandomSamp
 Optuna's samplers see the budget through the trials' constraints; a candidate over the budget is
 pruned before any model is built and is not counted as an evaluation. The evaluations are counted in
 completed trials, a repeated architecture included (it costs a cache look-up, as in a search). The
-journal is not committed (tens of MB for a full set of runs); the summary is.
+journals are not committed (tens of MB each); the summary is, and ``export`` writes every trial's study, number,
+value, parameter count and genes to ``benchmarks/results/anytime_trials.csv.gz``, from which the curves can be
+recomputed without the journals.
 
 ``summary`` writes ``benchmarks/results/anytime.json``: per study the best value after n = 25, 50, 100,
 ..., and per sampler the median and range over seeds, against the best value any run found.
@@ -37,6 +42,7 @@ from optuna_wpca.proxies import default_objective
 
 RESULTS = Path(__file__).parent / "results"
 JOURNAL = RESULTS / "anytime.journal"
+JOURNAL_16X128 = RESULTS / "anytime_16x128.journal"  # the runs at the search's own minibatch
 CHECKPOINTS = (25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000)
 
 
@@ -98,14 +104,21 @@ def run(args: argparse.Namespace) -> None:
             print(f"{name}: {done} evaluations, best {study.best_value:.6g}", flush=True)
 
 
+def _all_studies(journals: list[str]):
+    """(storage, study summary) of every study in ``journals``."""
+    for path in journals:
+        storage = _storage(Path(path))
+        for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            yield storage, s
+
+
 def _best_after(values: list[float], n: int) -> float | None:
     return max(values[:n]) if len(values) >= n else None
 
 
 def summary(args: argparse.Namespace) -> None:
-    storage = _storage(Path(args.journal))
     curves: dict[str, dict] = {}
-    for s in optuna.get_all_study_summaries(storage):
+    for storage, s in _all_studies(args.journal):
         preset, proxy, batch, sampler, seed = s.study_name.split(":")
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         values = [t.value for t in sorted(study.get_trials(deepcopy=False,
@@ -124,7 +137,7 @@ def summary(args: argparse.Namespace) -> None:
                     table[str(n)] = {"median": statistics.median(at), "min": min(at), "max": max(at),
                                      "median_share_of_best": statistics.median(at) / group["best_ever"]}
             group["samplers"][sampler] = {"per_seed": seeds, "over_seeds": table}
-    out = {"command": "python benchmarks/anytime.py summary", "curves": curves}
+    out = {"command": "python benchmarks/anytime.py summary --journal " + " ".join(args.journal), "curves": curves}
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     for key, group in curves.items():
         print(f"{key} (best any run found: {group['best_ever']:.6g})")
@@ -195,6 +208,27 @@ def rescore(args: argparse.Namespace) -> None:
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
+def export(args: argparse.Namespace) -> None:
+    import csv
+    import gzip
+
+    rows = 0
+    with gzip.open(args.csv, "wt", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["study", "number", "value", "num_params", "params"])
+        spaces: dict[str, object] = {}
+        for storage, s in _all_studies(args.journal):
+            preset = s.study_name.split(":")[0]
+            space = spaces.setdefault(preset, optuna_wpca.preset(preset)[0])
+            study = optuna.load_study(study_name=s.study_name, storage=storage)
+            for t in sorted(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+                            key=lambda t: t.number):
+                out.writerow([s.study_name, t.number, repr(t.value), space.num_params(space.from_params(t.params)),
+                              json.dumps(t.params, sort_keys=True)])
+                rows += 1
+    print(f"wrote {rows} trials to {args.csv}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -209,15 +243,18 @@ def main() -> None:
     r.add_argument("--reference-size", type=int, default=64)
     r.add_argument("--journal", default=str(JOURNAL))
     s = sub.add_parser("summary")
-    s.add_argument("--journal", default=str(JOURNAL))
+    s.add_argument("--journal", nargs="+", default=[str(JOURNAL), str(JOURNAL_16X128)])
     s.add_argument("--json", default=str(RESULTS / "anytime.json"))
     s.add_argument("--plot", default=None)
     c = sub.add_parser("rescore")
     c.add_argument("--journal", default=str(JOURNAL))
     c.add_argument("--reference-size", type=int, default=64)
     c.add_argument("--json", default=str(RESULTS / "anytime_rescored.json"))
+    e = sub.add_parser("export")
+    e.add_argument("--journal", nargs="+", default=[str(JOURNAL), str(JOURNAL_16X128)])
+    e.add_argument("--csv", default=str(RESULTS / "anytime_trials.csv.gz"))
     args = parser.parse_args()
-    {"run": run, "summary": summary, "rescore": rescore}[args.command](args)
+    {"run": run, "summary": summary, "rescore": rescore, "export": export}[args.command](args)
 
 
 if __name__ == "__main__":
