@@ -72,7 +72,9 @@ def test_the_operators_are_recorded_a_resume_keeps_them_and_other_ones_are_refus
     assert resumed.operators == "ordinal" and len(study.trials) == 13
     fresh = WPCASampler(space, population_size=3, seed=0)
     optuna.create_study(sampler=fresh).optimize(lambda t: space.num_params(space.suggest(t)), n_trials=1)
-    assert fresh.operators == DEFAULT_OPERATORS
+    assert fresh.operators == "paper"  # a W-PCA space: the paper's search, by its name
+    decoders = DecoderSpace(num_layers_choices=(2, 3), hidden_sizes=(64, 128), heads=(2,), ffn_sizes=tuple(range(64, 513)))
+    assert WPCASampler(decoders).operators == DEFAULT_OPERATORS == "boundary"
 
 
 def test_an_ordinal_search_on_decoder_widths_stays_in_the_space_and_the_budget():

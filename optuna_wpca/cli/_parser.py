@@ -162,7 +162,9 @@ def _add_search(sub: Any) -> None:
     search.add_argument("--parent-pool", type=int, default=10, help="parents drawn from the top N (default 10)")
     search.add_argument("--mutation-prob", type=float, default=0.1, help="per-gene mutation rate (default 0.1)")
     search.add_argument("--operators", choices=OPERATORS, default=None,
-                        help="GA operators (default: a resumed study's own, else " + DEFAULT_OPERATORS + "): paper "
+                        help="GA operators (default: a resumed study's own, else " + DEFAULT_OPERATORS + " on a space with "
+                        "ordered genes of 10 or more values, such as the decoders' FFN widths, and paper on W-PCA's "
+                        "spaces, where the sets are the same search): paper "
                         "(a mutated gene takes a uniformly drawn other value, the W-PCA paper's), ordinal "
                         "(ordered genes step along their values, steps shrinking over the generations) or boundary "
                         "(ordinal steps, and half the children raised to the parameter budget's boundary)")

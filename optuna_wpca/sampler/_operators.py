@@ -65,8 +65,11 @@ MIN_STEPPED_VALUES = 10
 #: the children of a single-objective search under a parameter budget moved to its boundary). On a space
 #: without a gene of :data:`MIN_STEPPED_VALUES` values (W-PCA's), both are the paper's, draw for draw.
 OPERATORS = ("paper", "ordinal", "boundary")
-#: What a sampler given no operators uses for a new study (a resumed one keeps those it recorded).
-DEFAULT_OPERATORS = "paper"
+#: What a sampler given no operators uses for a new study on a space with fine genes (decoders, FlexiBERT):
+#: chosen by the rule committed before the 16 x 128 anytime curves (docs/benchmarks.md). A space without
+#: them (W-PCA's, the paper presets) gets ``"paper"``, the same search draw for draw, recorded by its name;
+#: a resumed study keeps the operators it recorded.
+DEFAULT_OPERATORS = "boundary"
 
 
 def step_size(n_values: int, progress: float) -> float:

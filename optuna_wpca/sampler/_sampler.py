@@ -28,6 +28,19 @@ from optuna_wpca._optuna_private import storage_of, study_key, trial_id_of
 _logger = optuna.logging.get_logger("optuna.optuna_wpca.sampler")
 
 
+def default_operators(space: SearchSpace) -> str:
+    """The operators a new search on ``space`` gets when none are given: :data:`DEFAULT_OPERATORS` on a
+    space with fine genes, ``"paper"`` on one without (where every set is the paper's, draw for draw,
+    so the study records the paper's GA by its name).
+
+    Example:
+        >>> import optuna_wpca
+        >>> default_operators(optuna_wpca.WPCASpace()), default_operators(optuna_wpca.DecoderSpace.lts_gpt2())
+        ('paper', 'boundary')
+    """
+    return DEFAULT_OPERATORS if any(is_fine(d) for d in space.distributions().values()) else "paper"
+
+
 class WPCASampler(BaseGASampler):
     """The genetic algorithm of the W-PCA paper (Appendix E) over a :class:`SearchSpace`.
 
@@ -67,7 +80,8 @@ class WPCASampler(BaseGASampler):
             genes, ordered ones of at least 10 values (FFN widths, depth); the others are redrawn as
             in the paper, so on a space without fine genes (W-PCA's) all three are the paper's.
             ``None`` (default): a study that recorded operators keeps them when resumed, a new one
-            gets ``DEFAULT_OPERATORS``.
+            gets :func:`default_operators` (``"boundary"`` on a space with fine genes, chosen by the
+            anytime curves in docs/benchmarks.md; ``"paper"`` on W-PCA's spaces, the same search).
         seed: random seed; each trial's draws come from the seed and the trial's number, so a
             stopped search resumed with the same seed proposes what an uninterrupted one would.
 
@@ -118,7 +132,6 @@ class WPCASampler(BaseGASampler):
         if operators is not None and operators not in OPERATORS:
             raise InputError(f"operators must be one of {', '.join(OPERATORS)}, got {operators!r}")
         self._operators_given = operators
-        self.operators = operators if operators is not None else DEFAULT_OPERATORS
         self._budget = (budget if budget is not None else Budget(max_params, min_params)).check(space)
         super().__init__(population_size=population_size)
         self.space = space
@@ -134,6 +147,7 @@ class WPCASampler(BaseGASampler):
         self._random = RandomSampler(seed=seed)
         self._distributions = space.distributions()
         self._has_fine_genes = any(is_fine(d) for d in self._distributions.values())
+        self.operators = operators if operators is not None else default_operators(space)
         self._study_budgets: dict[tuple[int, int], Budget] = {}
         self._recorded: set[tuple[int, int]] = set()
 
