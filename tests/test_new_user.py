@@ -89,6 +89,9 @@ def test_the_readme_states_the_search_defaults_of_the_code():
     from optuna_wpca.cli._study_commands import BATCH_SECONDS
 
     assert f"at least every {BATCH_SECONDS:g} s" in row
+    from optuna_wpca.sampler import DEFAULT_OPERATORS
+
+    assert f"else `{DEFAULT_OPERATORS}` where the space has ordered genes" in row and "`paper` on W-PCA's spaces" in row
     # "0.2's default" names a past default: the package is past 0.2
     assert "0.2's default" not in readme or not optuna_wpca.__version__.startswith("0.2")
 
