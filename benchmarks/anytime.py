@@ -104,6 +104,23 @@ def run(args: argparse.Namespace) -> None:
             print(f"{name}: {done} evaluations, best {study.best_value:.6g}", flush=True)
 
 
+def _rule(group: dict) -> dict | None:
+    """The committed decision rule (docs/benchmarks.md): over the seeds where both ``paper`` and ``boundary``
+    reached 500, the medians at 100, 200, 300 and 500, and whether ``boundary`` wins."""
+    samplers = group["samplers"]
+    if "paper" not in samplers or "boundary" not in samplers:
+        return None
+    paper, boundary = samplers["paper"]["per_seed"], samplers["boundary"]["per_seed"]
+    seeds = sorted(s for s in paper if s in boundary and "500" in paper[s] and "500" in boundary[s])
+    if len(seeds) < 3:
+        return {"seeds": seeds, "decided": False}
+    medians = {name: {n: statistics.median(runs[s][n] for s in seeds) for n in ("100", "200", "300", "500")}
+               for name, runs in (("paper", paper), ("boundary", boundary))}
+    wins = (medians["boundary"]["500"] - medians["paper"]["500"] >= 0.01
+            and all(medians["boundary"][n] >= medians["paper"][n] for n in ("100", "200", "300")))
+    return {"seeds": seeds, "decided": True, "medians": medians, "boundary_becomes_default": wins}
+
+
 def _all_studies(journals: list[str]):
     """(storage, study summary) of every study in ``journals``."""
     for path in journals:
@@ -133,10 +150,12 @@ def summary(args: argparse.Namespace) -> None:
             table = {}
             for n in CHECKPOINTS:
                 at = [c[str(n)] for c in seeds.values() if str(n) in c]
-                if len(at) == len(seeds):
-                    table[str(n)] = {"median": statistics.median(at), "min": min(at), "max": max(at),
+                if at:  # over the seeds that reached n
+                    table[str(n)] = {"median": statistics.median(at), "min": min(at), "max": max(at), "seeds": len(at),
                                      "median_share_of_best": statistics.median(at) / group["best_ever"]}
             group["samplers"][sampler] = {"per_seed": seeds, "over_seeds": table}
+    for group in curves.values():
+        group["rule"] = _rule(group)
     out = {"command": "python benchmarks/anytime.py summary --journal " + " ".join(args.journal), "curves": curves}
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     for key, group in curves.items():
@@ -156,17 +175,20 @@ def _plot(curves: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4), squeeze=False)
+    colours = {name: f"C{i}" for i, name in enumerate(("paper", "boundary", "ordinal", "tpe", "nsga2", "random", "cmaes"))}
     for ax, (key, group) in zip(axes[0], curves.items()):
+        reached = 0
         for sampler, data in group["samplers"].items():
             ns = [int(n) for n in data["over_seeds"]]
+            reached = max([reached, *ns])
             med = [data["over_seeds"][str(n)]["median_share_of_best"] for n in ns]
             lo = [data["over_seeds"][str(n)]["min"] / group["best_ever"] for n in ns]
             hi = [data["over_seeds"][str(n)]["max"] / group["best_ever"] for n in ns]
-            ax.plot(ns, med, marker="o", label=sampler)
-            ax.fill_between(ns, lo, hi, alpha=0.15)
+            ax.plot(ns, med, marker="o", label=sampler, color=colours.get(sampler))
+            ax.fill_between(ns, lo, hi, alpha=0.15, color=colours.get(sampler))
         ax.set_xscale("log")
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        ax.set_xticks([n for n in CHECKPOINTS if n <= max(ns, default=0)])
+        ax.set_xticks([n for n in CHECKPOINTS if n <= reached])
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.set_xlabel("evaluations")
         ax.set_ylabel("best value / best any run found")
