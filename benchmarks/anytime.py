@@ -86,9 +86,11 @@ def run(args: argparse.Namespace) -> None:
     objective = optuna_wpca.ZeroCostObjective(space, proxy, batch=batch, budget=budget,
                                               reference_size=args.reference_size)
     storage = _storage(Path(args.journal))
-    reference = _recorded_reference(storage, f"{args.preset}:{proxy}:{args.batch}:") if objective.needs_reference else None
-    if objective.needs_reference and reference is None:
-        reference = objective.reference()
+    reference = None
+    if objective.needs_reference:
+        reference = _recorded_reference(storage, f"{args.preset}:{proxy}:{args.batch}:")
+        if reference is None:
+            reference = objective.reference()
     for seed in args.seeds:
         for sampler_name in args.samplers:
             name = f"{args.preset}:{proxy}:{args.batch}:{sampler_name}:{seed}"

@@ -15,6 +15,7 @@ from optuna_wpca.spaces._genes import values_of
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 TINY = dict(num_layers=4, hidden_size=64, bert_heads=4, mobilebert_heads=2)
+DECODER = dict(num_layers_choices=(2, 3), hidden_sizes=(64, 128), heads=(2, 4), ffn_sizes=tuple(range(64, 513)))
 
 
 def tiny_space():
@@ -119,13 +120,13 @@ WORKER = textwrap.dedent(
     storage_arg, n, seed, operators = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     storage = (optuna.storages.JournalStorage(JournalFileBackend(storage_arg[len("journal:"):]))
                if storage_arg.startswith("journal:") else storage_arg)
-    space = WPCASpace(**%s) if sys.argv[5] == "wpca" else DecoderSpace(**%s)
+    space = WPCASpace(**%r) if sys.argv[5] == "wpca" else DecoderSpace(**%r)
     study = optuna.create_study(study_name="s", storage=storage, direction="maximize",
                                 sampler=WPCASampler(space, population_size=10, seed=seed, operators=operators,
                                                     max_params=space.min_params() * 3), load_if_exists=True)
     study.optimize(lambda t: float(space.num_params(space.suggest(t))), n_trials=n)
     """
-    % (TINY, "dict(num_layers_choices=(2, 3), hidden_sizes=(64, 128), heads=(2, 4), ffn_sizes=tuple(range(64, 513)))")
+    % (TINY, DECODER)
 )
 
 
@@ -143,8 +144,7 @@ SEARCHES = [("paper", "wpca"), ("boundary", "decoder")]
 def worker_space(kind):
     from optuna_wpca import DecoderSpace
 
-    return tiny_space() if kind == "wpca" else DecoderSpace(num_layers_choices=(2, 3), hidden_sizes=(64, 128),
-                                                            heads=(2, 4), ffn_sizes=tuple(range(64, 513)))
+    return tiny_space() if kind == "wpca" else DecoderSpace(**DECODER)
 
 
 @pytest.mark.parametrize("operators, space", SEARCHES)

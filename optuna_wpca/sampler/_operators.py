@@ -126,6 +126,11 @@ def is_fine(dist: BaseDistribution) -> bool:
     return is_ordered(dist) and len(values_of(dist)) >= MIN_STEPPED_VALUES
 
 
+def has_fine_genes(distributions: Mapping[str, BaseDistribution]) -> bool:
+    """Whether any gene is fine (:func:`is_fine`): where the ordinal and boundary operators differ from the paper's."""
+    return any(is_fine(d) for d in distributions.values())
+
+
 def fill_budget(
     params: Mapping[str, Any],
     distributions: Mapping[str, BaseDistribution],

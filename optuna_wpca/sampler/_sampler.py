@@ -19,7 +19,7 @@ from optuna_wpca._record import record_search, recorded_budget
 from optuna_wpca._selection import is_feasible
 from optuna_wpca.sampler._elite import elite_population
 from optuna_wpca.sampler._operators import (
-    DEFAULT_OPERATORS, OPERATORS, fill_budget, is_fine, mutate, mutate_ordinal, uniform_crossover,
+    DEFAULT_OPERATORS, OPERATORS, fill_budget, has_fine_genes, mutate, mutate_ordinal, uniform_crossover,
 )
 from optuna_wpca.spaces import SearchSpace
 from optuna_wpca.spaces._genes import holds, values_of
@@ -38,7 +38,7 @@ def default_operators(space: SearchSpace) -> str:
         >>> default_operators(optuna_wpca.WPCASpace()), default_operators(optuna_wpca.DecoderSpace.lts_gpt2())
         ('paper', 'boundary')
     """
-    return DEFAULT_OPERATORS if any(is_fine(d) for d in space.distributions().values()) else "paper"
+    return DEFAULT_OPERATORS if has_fine_genes(space.distributions()) else "paper"
 
 
 class WPCASampler(BaseGASampler):
@@ -146,7 +146,7 @@ class WPCASampler(BaseGASampler):
         self._seed = int(seed) if seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
         self._random = RandomSampler(seed=seed)
         self._distributions = space.distributions()
-        self._has_fine_genes = any(is_fine(d) for d in self._distributions.values())
+        self._has_fine_genes = has_fine_genes(self._distributions)
         self.operators = operators if operators is not None else default_operators(space)
         self._study_budgets: dict[tuple[int, int], Budget] = {}
         self._recorded: set[tuple[int, int]] = set()
