@@ -4,6 +4,8 @@
         --n 500 --batch 8x64
     python benchmarks/anytime.py run --preset lts-gpt2 --samplers paper --seeds 0 1 2 3 4 --n 500 --batch 16x128 \
         --journal benchmarks/results/anytime_16x128.journal      # the search's own minibatch
+    python benchmarks/anytime.py run --preset wpca-small --samplers tpe nsga2 random cmaes --seeds 0 1 2 3 4 \
+        --n 500 --batch 8x64 --journal benchmarks/results/anytime_wpca_small.journal
     python benchmarks/anytime.py summary [--plot docs/anytime.png]
     python benchmarks/anytime.py rescore     # each run's pick scored again at the search's 16 x 128
     python benchmarks/anytime.py export      # every trial's value and genes, gzipped CSV (committed)
@@ -43,6 +45,9 @@ from optuna_wpca.proxies import default_objective
 RESULTS = Path(__file__).parent / "results"
 JOURNAL = RESULTS / "anytime.journal"
 JOURNAL_16X128 = RESULTS / "anytime_16x128.journal"  # the runs at the search's own minibatch
+# W-PCA-Small's runs with Optuna's samplers (apart, so that they do not replay lts-gpt2's ~90 MB journal)
+JOURNAL_WPCA_SMALL = RESULTS / "anytime_wpca_small.journal"
+JOURNALS = [str(JOURNAL), str(JOURNAL_16X128), str(JOURNAL_WPCA_SMALL)]
 CHECKPOINTS = (25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000)
 
 
@@ -126,6 +131,8 @@ def _rule(group: dict) -> dict | None:
 def _all_studies(journals: list[str]):
     """(storage, study summary) of every study in ``journals``."""
     for path in journals:
+        if not Path(path).exists():  # a run not started on this machine
+            continue
         storage = _storage(Path(path))
         for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
             yield storage, s
@@ -267,7 +274,7 @@ def main() -> None:
     r.add_argument("--reference-size", type=int, default=64)
     r.add_argument("--journal", default=str(JOURNAL))
     s = sub.add_parser("summary")
-    s.add_argument("--journal", nargs="+", default=[str(JOURNAL), str(JOURNAL_16X128)])
+    s.add_argument("--journal", nargs="+", default=JOURNALS)
     s.add_argument("--json", default=str(RESULTS / "anytime.json"))
     s.add_argument("--plot", default=None)
     c = sub.add_parser("rescore")
@@ -275,7 +282,7 @@ def main() -> None:
     c.add_argument("--reference-size", type=int, default=64)
     c.add_argument("--json", default=str(RESULTS / "anytime_rescored.json"))
     e = sub.add_parser("export")
-    e.add_argument("--journal", nargs="+", default=[str(JOURNAL), str(JOURNAL_16X128)])
+    e.add_argument("--journal", nargs="+", default=JOURNALS)
     e.add_argument("--csv", default=str(RESULTS / "anytime_trials.csv.gz"))
     args = parser.parse_args()
     {"run": run, "summary": summary, "rescore": rescore, "export": export}[args.command](args)

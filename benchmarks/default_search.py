@@ -1,7 +1,8 @@
 """2,000-evaluation searches with the default objectives against the same searches with W-PCA.
 
 For each preset (``wpca-small``, ``lts-gpt2``) and objective (``wpca``; ``vpca_params_saliency``, 0.2's
-default; on lts-gpt2 also ``wpca_saliency``, the decoders' default now), the CLI's search
+default; on lts-gpt2 also ``wpca_saliency``, the decoders' default now, and ``wpca_saliency+boundary``, the same
+with the GA operators that are the decoders' default since 0.3), the CLI's search
 (population 50 x 40 generations, the default 16 x 128 minibatch, trials written 50 at a time) runs
 into a journal, so a stopped run resumes where it stopped; one journal per study,
 ``benchmarks/results/default_search.STUDY.journal``, so that a segment does not replay the other
@@ -51,11 +52,20 @@ _PAUSED_AT = RESULTS / "default_search.paused"
 # (the encoders' is wpca).
 RUNS = [(preset, proxy) for preset in ("lts-gpt2", "wpca-small") for proxy in ("wpca", "vpca_params_saliency")]
 RUNS.append(("lts-gpt2", "wpca_saliency"))
+# The same search with the GA operators that became the decoders' default (0.3): its study name carries
+# the operators' name, so the earlier study (the paper's operators, then the default) stays as it was.
+RUNS.append(("lts-gpt2", "wpca_saliency+boundary"))
 TRIALS = 2000
 
 
+def _proxy_and_operators(proxy: str) -> tuple[str, str | None]:
+    name, _, operators = proxy.partition("+")
+    return name, operators or None
+
+
 def study_name(preset: str, proxy: str) -> str:
-    return f"{preset}-{proxy}"
+    name, operators = _proxy_and_operators(proxy)
+    return f"{preset}-{name}" + (f"-{operators}" if operators else "")
 
 
 def journal(preset: str, proxy: str) -> Path:
@@ -97,9 +107,11 @@ def run(stop_after: float | None, only: list[str] | None) -> None:
                 return
             target = min(TRIALS, done + 500)  # segments of 500: a stop loses at most one
             t0, cpu0 = time.time(), _cpu_seconds()
-            code = cli(["search", "--preset", preset, "--proxy", proxy, "--storage", f"journal://{journal(preset, proxy)}",
+            name, operators = _proxy_and_operators(proxy)
+            code = cli(["search", "--preset", preset, "--proxy", name, "--storage", f"journal://{journal(preset, proxy)}",
                         "--study-name", study_name(preset, proxy), "--n-trials", str(target), "--write-every", "50",
-                        "--sampler-seed", "0", "--quiet", "--top", "1"])
+                        "--sampler-seed", "0", "--quiet", "--top", "1",
+                        *(["--operators", operators] if operators else [])])
             if code != 0:
                 raise SystemExit(code)
             wall, cpu = time.time() - t0, _cpu_seconds() - cpu0
@@ -219,7 +231,7 @@ def summary(only: list[str] | None = None) -> None:
 def _objective(study: optuna.Study, proxy: str) -> tuple[ZeroCostObjective, ReferenceSample | None]:
     record = read_search(study)
     options = {} if record.eta is None else {"eta": record.eta}
-    objective = ZeroCostObjective(record.space, proxy, batch=record.scoring_batch(), seed=record.init_seed or 0,
+    objective = ZeroCostObjective(record.space, _proxy_and_operators(proxy)[0], batch=record.scoring_batch(), seed=record.init_seed or 0,
                                   budget=record.budget, **options)
     reference = ReferenceSample.from_dict(record.reference) if record.reference else None
     return objective, reference

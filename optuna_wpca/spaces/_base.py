@@ -233,10 +233,23 @@ class SearchSpace(abc.ABC):
         """The space as JSON types (``type`` plus ``config()``), read back by ``space_from_dict``."""
         return {"type": self.kind, **self.config()}
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__dict__.pop("_checked_genes", None)  # a changed setting changes the genes
+        super().__setattr__(name, value)
+
+    def _genes_to_check(self) -> dict[str, BaseDistribution]:
+        # distributions() rebuilds every gene (a decoder's 16 FFN genes of 1,537 widths each, checked for even
+        # steps), and every from_params checks against them: the sampler's budget fill calls it some 200 times
+        # per child. Kept until a setting of the space changes.
+        genes = self.__dict__.get("_checked_genes")
+        if genes is None:
+            genes = self.__dict__["_checked_genes"] = self.distributions()
+        return genes
+
     def _check_params(self, params: Mapping[str, Any], names: Sequence[str]) -> None:
         if not isinstance(params, Mapping):
             raise InputError(f"architecture parameters must be a mapping, got {type(params).__name__}")
-        dists = self.distributions()
+        dists = self._genes_to_check()
         missing = [n for n in names if n not in params]
         if missing:
             raise InputError(f"architecture is missing parameter(s) {missing} of the {self.kind} space")

@@ -72,7 +72,7 @@ class ELMSpace(WPCASpace):
         return out
 
     def from_params(self, params: Mapping[str, Any]) -> Architecture:
-        self._check_params(params, list(self.distributions()))
+        self._check_params(params, list(self._genes_to_check()))
         layers = []
         for i in range(self.num_layers):
             block = params[layer_name(i, "block")]
