@@ -4,8 +4,8 @@
         --n 500 --batch 8x64
     python benchmarks/anytime.py run --preset lts-gpt2 --samplers paper --seeds 0 1 2 3 4 --n 500 --batch 16x128 \
         --journal benchmarks/results/anytime_16x128.journal      # the search's own minibatch
-    python benchmarks/anytime.py run --preset wpca-small --samplers tpe nsga2 random cmaes --seeds 0 1 2 3 4 \
-        --n 500 --batch 8x64 --journal benchmarks/results/anytime_wpca_small.journal
+    python benchmarks/anytime.py run --preset wpca-small --samplers tpe paper random nsga2 cmaes --seeds 0 1 2 \
+        --n 300 --batch 16x128 --journal benchmarks/results/anytime_wpca_small.journal
     python benchmarks/anytime.py summary [--plot docs/anytime.png]
     python benchmarks/anytime.py rescore     # each run's pick scored again at the search's 16 x 128
     python benchmarks/anytime.py export      # every trial's value and genes, gzipped CSV (committed)
@@ -68,6 +68,10 @@ def _sampler(name: str, space, budget, seed: int, population: int):
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "cmaes":  # the integer genes; the categorical ones (width, heads) drawn at random
+        try:
+            import cmaes  # noqa: F401  (Optuna's CmaEsSampler imports it at its first relative sample)
+        except ImportError:
+            raise SystemExit("the cmaes sampler needs the cmaes package: pip install cmaes") from None
         return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     raise SystemExit(f"unknown sampler {name!r}")
 
