@@ -231,7 +231,8 @@ def summary(only: list[str] | None = None) -> None:
 def _objective(study: optuna.Study, proxy: str) -> tuple[ZeroCostObjective, ReferenceSample | None]:
     record = read_search(study)
     options = {} if record.eta is None else {"eta": record.eta}
-    objective = ZeroCostObjective(record.space, _proxy_and_operators(proxy)[0], batch=record.scoring_batch(), seed=record.init_seed or 0,
+    name, _ = _proxy_and_operators(proxy)
+    objective = ZeroCostObjective(record.space, name, batch=record.scoring_batch(), seed=record.init_seed or 0,
                                   budget=record.budget, **options)
     reference = ReferenceSample.from_dict(record.reference) if record.reference else None
     return objective, reference

@@ -174,14 +174,14 @@ class SearchSpace(abc.ABC):
 
     def suggest(self, trial: optuna.trial.BaseTrial) -> Architecture:
         """Draw an architecture through ``trial`` (one ``suggest_int`` or ``suggest_categorical`` per gene)."""
-        params = {name: _genes.suggest(trial, name, dist) for name, dist in self.distributions().items()}
+        params = {name: _genes.suggest(trial, name, dist) for name, dist in self._gene_distributions().items()}
         return self.from_params(params)
 
     def sample(self, rng: np.random.Generator | int | None = None) -> Architecture:
         """A uniformly random architecture, without Optuna."""
         rng = np.random.default_rng(rng)
         params = {}
-        for name, dist in self.distributions().items():
+        for name, dist in self._gene_distributions().items():
             values = _genes.values_of(dist)
             params[name] = values[int(rng.integers(len(values)))]
         return self.from_params(params)
@@ -234,22 +234,25 @@ class SearchSpace(abc.ABC):
         return {"type": self.kind, **self.config()}
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self.__dict__.pop("_checked_genes", None)  # a changed setting changes the genes
+        self.__dict__.pop("_built_genes", None)  # a changed setting changes the genes
         super().__setattr__(name, value)
 
-    def _genes_to_check(self) -> dict[str, BaseDistribution]:
-        # distributions() rebuilds every gene (a decoder's 16 FFN genes of 1,537 widths each, checked for even
-        # steps), and every from_params checks against them: the sampler's budget fill calls it some 200 times
-        # per child. Kept until a setting of the space changes.
-        genes = self.__dict__.get("_checked_genes")
+    def _gene_distributions(self) -> dict[str, BaseDistribution]:
+        """:meth:`distributions`, built once until a setting of the space changes (read it, do not modify it).
+
+        distributions() rebuilds every gene (a decoder's 16 FFN genes of 1,537 widths each, checked for even
+        steps); suggest, sample and every from_params read them, and the sampler's budget fill calls
+        from_params some 200 times per child.
+        """
+        genes = self.__dict__.get("_built_genes")
         if genes is None:
-            genes = self.__dict__["_checked_genes"] = self.distributions()
+            genes = self.__dict__["_built_genes"] = self.distributions()
         return genes
 
     def _check_params(self, params: Mapping[str, Any], names: Sequence[str]) -> None:
         if not isinstance(params, Mapping):
             raise InputError(f"architecture parameters must be a mapping, got {type(params).__name__}")
-        dists = self._genes_to_check()
+        dists = self._gene_distributions()
         missing = [n for n in names if n not in params]
         if missing:
             raise InputError(f"architecture is missing parameter(s) {missing} of the {self.kind} space")

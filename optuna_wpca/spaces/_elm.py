@@ -72,7 +72,7 @@ class ELMSpace(WPCASpace):
         return out
 
     def from_params(self, params: Mapping[str, Any]) -> Architecture:
-        self._check_params(params, list(self._genes_to_check()))
+        self._check_params(params, list(self._gene_distributions()))
         layers = []
         for i in range(self.num_layers):
             block = params[layer_name(i, "block")]

@@ -110,7 +110,7 @@ class WPCASpace(SearchSpace):
         return out
 
     def from_params(self, params: Mapping[str, Any]) -> Architecture:
-        self._check_params(params, list(self._genes_to_check()))
+        self._check_params(params, list(self._gene_distributions()))
         layers = tuple(
             WPCALayerConfig(
                 block=params[layer_name(i, "block")],
