@@ -20,10 +20,12 @@ with those operators (the search's GA settings otherwise); ``tpe`` is Optuna's
 integer genes; the categorical ones drawn at random); ``random`` is ``RandomSampler``.
 Optuna's samplers see the budget through the trials' constraints; a candidate over the budget is
 pruned before any model is built and is not counted as an evaluation. The evaluations are counted in
-completed trials, a repeated architecture included (it costs a cache look-up, as in a search). The
-journals are not committed (tens of MB each); the summary is, and ``export`` writes every trial's study, number,
-value, parameter count and genes to ``benchmarks/results/anytime_trials.csv.gz``, from which the curves can be
-recomputed without the journals.
+completed trials, a repeated architecture included (it costs a cache look-up, as in a search). ``export``
+writes every trial's study, number, value, parameter count and genes to a gzipped CSV (committed), keeping the
+rows of studies no journal holds any more. The first journals (tens of MB each) were not committed and are
+gone: ``summary`` reads their runs from those CSVs, and a journal's study of the same name replaces its CSV
+rows. Later journals are committed gzipped (``gzip -k``: ``<journal>.gz``) and unpacked when missing, so that
+a run resumes on another machine.
 
 ``summary`` writes ``benchmarks/results/anytime.json``: per study the best value after n = 25, 50, 100,
 ..., and per sampler the median and range over seeds, against the best value any run found.
@@ -47,12 +49,28 @@ JOURNAL = RESULTS / "anytime.journal"
 JOURNAL_16X128 = RESULTS / "anytime_16x128.journal"  # the runs at the search's own minibatch
 # W-PCA-Small's runs with Optuna's samplers (apart, so that they do not replay lts-gpt2's ~90 MB journal)
 JOURNAL_WPCA_SMALL = RESULTS / "anytime_wpca_small.journal"
-JOURNALS = [str(JOURNAL), str(JOURNAL_16X128), str(JOURNAL_WPCA_SMALL)]
+# Seeds added after those journals were gone (this machine keeps no journal between sessions): the earlier
+# runs are read from their exported CSVs.
+JOURNAL_16X128_MORE = RESULTS / "anytime_16x128_more.journal"
+JOURNAL_WPCA_SMALL_MORE = RESULTS / "anytime_wpca_small_more.journal"
+JOURNALS = [str(JOURNAL), str(JOURNAL_16X128), str(JOURNAL_WPCA_SMALL), str(JOURNAL_16X128_MORE),
+            str(JOURNAL_WPCA_SMALL_MORE)]
+CSVS = [str(RESULTS / "anytime_trials.csv.gz"), str(RESULTS / "anytime_wpca_small_trials.csv.gz")]
 CHECKPOINTS = (25, 50, 100, 150, 200, 300, 400, 500, 750, 1000, 1500, 2000)
 
 
 def _storage(path: Path):
+    """The journal at ``path``; where only its committed, gzipped copy (``path.gz``) is here, that copy
+    unpacked first, so that a run resumes on a new machine."""
     from optuna.storages.journal import JournalFileBackend
+
+    packed = Path(str(path) + ".gz")
+    if not path.exists() and packed.exists():
+        import gzip
+        import shutil
+
+        with gzip.open(packed, "rb") as src, open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
 
     return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
@@ -135,25 +153,55 @@ def _rule(group: dict) -> dict | None:
 def _all_studies(journals: list[str]):
     """(storage, study summary) of every study in ``journals``."""
     for path in journals:
-        if not Path(path).exists():  # a run not started on this machine
+        if not Path(path).exists() and not Path(path + ".gz").exists():  # a run not started on this machine
             continue
         storage = _storage(Path(path))
         for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
             yield storage, s
 
 
+def _csv_trials(paths: list[str], skip: set[str]) -> dict[str, list[dict]]:
+    """Every exported trial of the studies in ``paths`` (gzipped CSVs from ``export``) but those named in
+    ``skip``: runs whose journals are gone (they are not committed) still count, and a journal that holds a
+    study of the same name (a run resumed or redone) takes its place."""
+    import csv
+    import gzip
+
+    studies: dict[str, list[dict]] = {}
+    for path in paths:
+        if not Path(path).exists():
+            continue
+        with gzip.open(path, "rt", newline="") as f:
+            for row in csv.DictReader(f):
+                if row["study"] not in skip:
+                    studies.setdefault(row["study"], []).append(row)
+    for rows in studies.values():
+        rows.sort(key=lambda r: int(r["number"]))
+    return studies
+
+
 def _best_after(values: list[float], n: int) -> float | None:
     return max(values[:n]) if len(values) >= n else None
 
 
+def _study_values(journals: list[str], csvs: list[str]):
+    """(study name, completed values in trial order) of every study in the journals, then of those only
+    in the exported CSVs."""
+    seen = set()
+    for storage, s in _all_studies(journals):
+        study = optuna.load_study(study_name=s.study_name, storage=storage)
+        seen.add(s.study_name)
+        yield s.study_name, [t.value for t in sorted(study.get_trials(deepcopy=False,
+                                                                      states=(optuna.trial.TrialState.COMPLETE,)),
+                                                     key=lambda t: t.number)]
+    for name, rows in _csv_trials(csvs, seen).items():
+        yield name, [float(r["value"]) for r in rows]
+
+
 def summary(args: argparse.Namespace) -> None:
     curves: dict[str, dict] = {}
-    for storage, s in _all_studies(args.journal):
-        preset, proxy, batch, sampler, seed = s.study_name.split(":")
-        study = optuna.load_study(study_name=s.study_name, storage=storage)
-        values = [t.value for t in sorted(study.get_trials(deepcopy=False,
-                                                           states=(optuna.trial.TrialState.COMPLETE,)),
-                                          key=lambda t: t.number)]
+    for name, values in _study_values(args.journal, args.csv):
+        preset, proxy, batch, sampler, seed = name.split(":")
         group = curves.setdefault(f"{preset}:{proxy}:{batch}", {"samplers": {}})
         group["samplers"].setdefault(sampler, {})[seed] = {
             str(n): _best_after(values, n) for n in CHECKPOINTS if len(values) >= n}
@@ -169,7 +217,8 @@ def summary(args: argparse.Namespace) -> None:
             group["samplers"][sampler] = {"per_seed": seeds, "over_seeds": table}
     for group in curves.values():
         group["rule"] = _rule(group)
-    out = {"command": "python benchmarks/anytime.py summary --journal " + " ".join(args.journal), "curves": curves}
+    out = {"command": "python benchmarks/anytime.py summary --journal " + " ".join(args.journal)
+               + " --csv " + " ".join(args.csv), "curves": curves}
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     for key, group in curves.items():
         print(f"{key} (best any run found: {group['best_ever']:.6g})")
@@ -248,9 +297,15 @@ def export(args: argparse.Namespace) -> None:
     import gzip
 
     rows = 0
+    in_journals = {s.study_name for _, s in _all_studies(args.journal)}
+    kept = _csv_trials([args.csv], in_journals)  # studies exported before whose journals are gone
     with gzip.open(args.csv, "wt", newline="") as f:
         out = csv.writer(f)
         out.writerow(["study", "number", "value", "num_params", "params"])
+        for name, old in kept.items():
+            for r in old:
+                out.writerow([r["study"], r["number"], r["value"], r["num_params"], r["params"]])
+                rows += 1
         spaces: dict[str, object] = {}
         for storage, s in _all_studies(args.journal):
             preset = s.study_name.split(":")[0]
@@ -261,7 +316,7 @@ def export(args: argparse.Namespace) -> None:
                 out.writerow([s.study_name, t.number, repr(t.value), space.num_params(space.from_params(t.params)),
                               json.dumps(t.params, sort_keys=True)])
                 rows += 1
-    print(f"wrote {rows} trials to {args.csv}")
+    print(f"wrote {rows} trials to {args.csv} ({len(kept)} studies kept from it, {len(in_journals)} from journals)")
 
 
 def main() -> None:
@@ -279,6 +334,8 @@ def main() -> None:
     r.add_argument("--journal", default=str(JOURNAL))
     s = sub.add_parser("summary")
     s.add_argument("--journal", nargs="+", default=JOURNALS)
+    s.add_argument("--csv", nargs="*", default=CSVS,
+                   help="exported trials (export's gzipped CSVs) of studies no journal holds")
     s.add_argument("--json", default=str(RESULTS / "anytime.json"))
     s.add_argument("--plot", default=None)
     c = sub.add_parser("rescore")
