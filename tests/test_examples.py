@@ -143,3 +143,27 @@ def test_no_generic_module_tests_a_model_class():
                 if any(n.endswith("Model") for n in names):
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found == []
+
+
+def test_optuna_samplers_search_within_the_budget(tmp_path):
+    import optuna
+
+    import optuna_wpca
+
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    out = run("optuna_samplers.py", "--sampler", "tpe", "--n-trials", "8", "--batch", "8x16", "--storage", storage,
+              "--max-params", "7e6", cwd=tmp_path)
+    study = optuna.load_study(study_name="wpca-tiny-tpe", storage=storage)
+    done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    assert len(done) == 8 and pruned  # about half the space is over 7M: TPE's first draws cross it
+    assert f"8 evaluations, {len(pruned)} candidates over the budget pruned unscored" in out
+    space, _ = optuna_wpca.preset("wpca-tiny")
+    assert all(space.num_params(space.from_params(t.params)) <= 7e6 for t in done)
+    assert all(space.num_params(space.from_params(t.params)) > 7e6 and "seconds" not in t.user_attrs for t in pruned)
+    best = space.from_params(study.best_trial.params)
+    assert f"best wpca {study.best_value:.4g} with {space.num_params(best):,} parameters" in out
+    # a rerun with the same storage adds to the study up to the total asked
+    run("optuna_samplers.py", "--sampler", "tpe", "--n-trials", "10", "--batch", "8x16", "--storage", storage,
+        "--max-params", "7e6", cwd=tmp_path)
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 10
