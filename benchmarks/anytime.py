@@ -9,6 +9,7 @@
     python benchmarks/anytime.py summary [--plot docs/anytime.png]
     python benchmarks/anytime.py rescore     # each run's pick scored again at the search's 16 x 128
     python benchmarks/anytime.py export      # every trial's value and genes, gzipped CSV (committed)
+    python benchmarks/anytime.py picks       # the 2,000-evaluation searches' picks on the curves' scale
 
 Each (preset, objective, batch, sampler, seed) is one Optuna study in a journal file
 (``benchmarks/results/anytime.journal``), so a killed run resumes where it stopped and adds to the
@@ -292,6 +293,44 @@ def rescore(args: argparse.Namespace) -> None:
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
+def _decoder_params(space, architecture: str) -> dict:
+    """The genes of a decoder from its recorded layer line ("width 256 heads 2 ffn 1143 | ...")."""
+    import re
+
+    layers = re.findall(r"width (\d+) heads (\d+) ffn (\d+)", architecture)
+    params = space.to_params(space.sample(0))  # the genes of unused layers: any value of theirs
+    params.update(num_layers=len(layers), hidden_size=int(layers[0][0]))
+    for i, (_, heads, ffn) in enumerate(layers):
+        params[f"layer_{i:02d}_heads"], params[f"layer_{i:02d}_ffn_size"] = int(heads), int(ffn)
+    return params
+
+
+def picks(args: argparse.Namespace) -> None:
+    """The 2,000-evaluation searches' picks on lts-gpt2 (``default_search.json``) scored with the curves'
+    objective and their recorded reference sample: the picks and the curves' values on one scale."""
+    space, budget = optuna_wpca.preset("lts-gpt2")
+    reference = _recorded_reference(_storage(Path(args.journal)), "lts-gpt2:wpca_saliency:16x128:")
+    if reference is None:
+        raise SystemExit(f"{args.journal} holds no lts-gpt2 16x128 study with a recorded reference sample")
+    objective = optuna_wpca.ZeroCostObjective(space, "wpca_saliency", budget=budget, reference_size=reference.size,
+                                              batch=optuna_wpca.text_batch(batch_size=16, seq_len=128))
+    searches = json.loads((RESULTS / "default_search.json").read_text())
+    rows = []
+    for key, search in searches.items():
+        if not key.startswith("lts-gpt2-") or "best" not in search:
+            continue
+        best = search["best"]
+        arch = space.from_params(_decoder_params(space, best["architecture"]))
+        if space.num_params(arch) != best["num_params"]:
+            raise SystemExit(f"{key}: the recorded layers do not give the recorded parameter count")
+        values, _ = objective.score(arch, reference)
+        rows.append({"search": key, "trial": best["trial"], "own_objective_value": best["value"],
+                     "wpca_saliency_at_16x128": values[0]})
+        print(f"{key}: pick (trial {best['trial']}) {values[0]:.6g} under wpca_saliency", flush=True)
+    out = {"command": "python benchmarks/anytime.py picks", "rows": rows}
+    Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
 def export(args: argparse.Namespace) -> None:
     import csv
     import gzip
@@ -342,11 +381,14 @@ def main() -> None:
     c.add_argument("--journal", default=str(JOURNAL))
     c.add_argument("--reference-size", type=int, default=64)
     c.add_argument("--json", default=str(RESULTS / "anytime_rescored.json"))
+    p = sub.add_parser("picks")
+    p.add_argument("--journal", default=str(JOURNAL_16X128_MORE))
+    p.add_argument("--json", default=str(RESULTS / "anytime_picks.json"))
     e = sub.add_parser("export")
     e.add_argument("--journal", nargs="+", default=JOURNALS)
     e.add_argument("--csv", default=str(RESULTS / "anytime_trials.csv.gz"))
     args = parser.parse_args()
-    {"run": run, "summary": summary, "rescore": rescore, "export": export}[args.command](args)
+    {"run": run, "summary": summary, "rescore": rescore, "picks": picks, "export": export}[args.command](args)
 
 
 if __name__ == "__main__":
