@@ -293,13 +293,12 @@ def rescore(args: argparse.Namespace) -> None:
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
-def _decoder_params(space, architecture: str) -> dict:
+def _decoder_params(architecture: str) -> dict:
     """The genes of a decoder from its recorded layer line ("width 256 heads 2 ffn 1143 | ...")."""
     import re
 
     layers = re.findall(r"width (\d+) heads (\d+) ffn (\d+)", architecture)
-    params = space.to_params(space.sample(0))  # the genes of unused layers: any value of theirs
-    params.update(num_layers=len(layers), hidden_size=int(layers[0][0]))
+    params = {"num_layers": len(layers), "hidden_size": int(layers[0][0])}  # from_params reads the used layers only
     for i, (_, heads, ffn) in enumerate(layers):
         params[f"layer_{i:02d}_heads"], params[f"layer_{i:02d}_ffn_size"] = int(heads), int(ffn)
     return params
@@ -320,7 +319,7 @@ def picks(args: argparse.Namespace) -> None:
         if not key.startswith("lts-gpt2-") or "best" not in search:
             continue
         best = search["best"]
-        arch = space.from_params(_decoder_params(space, best["architecture"]))
+        arch = space.from_params(_decoder_params(best["architecture"]))
         if space.num_params(arch) != best["num_params"]:
             raise SystemExit(f"{key}: the recorded layers do not give the recorded parameter count")
         values, _ = objective.score(arch, reference)
@@ -336,7 +335,8 @@ def export(args: argparse.Namespace) -> None:
     import gzip
 
     rows = 0
-    in_journals = {s.study_name for _, s in _all_studies(args.journal)}
+    studies = list(_all_studies(args.journal))  # each journal replayed once
+    in_journals = {s.study_name for _, s in studies}
     kept = _csv_trials([args.csv], in_journals)  # studies exported before whose journals are gone
     with gzip.open(args.csv, "wt", newline="") as f:
         out = csv.writer(f)
@@ -346,7 +346,7 @@ def export(args: argparse.Namespace) -> None:
                 out.writerow([r["study"], r["number"], r["value"], r["num_params"], r["params"]])
                 rows += 1
         spaces: dict[str, object] = {}
-        for storage, s in _all_studies(args.journal):
+        for storage, s in studies:
             preset = s.study_name.split(":")[0]
             space = spaces.setdefault(preset, optuna_wpca.preset(preset)[0])
             study = optuna.load_study(study_name=s.study_name, storage=storage)
