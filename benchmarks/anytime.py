@@ -10,6 +10,7 @@
     python benchmarks/anytime.py rescore     # each run's pick scored again at the search's 16 x 128
     python benchmarks/anytime.py export      # every trial's value and genes, gzipped CSV (committed)
     python benchmarks/anytime.py picks       # the 2,000-evaluation searches' picks on the curves' scale
+    python benchmarks/anytime.py seeds       # the best architectures and the runs' picks under other init seeds
 
 Each (preset, objective, batch, sampler, seed) is one Optuna study in a journal file
 (``benchmarks/results/anytime.journal``), so a killed run resumes where it stopped and adds to the
@@ -330,6 +331,81 @@ def picks(args: argparse.Namespace) -> None:
     Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
+def _pick_at(rows: list[dict], n: int) -> dict:
+    """The row of the best value among a run's first ``n`` completed trials."""
+    return max(rows[:n], key=lambda r: float(r["value"]))
+
+
+def seeds(args: argparse.Namespace) -> None:
+    """How much of a decoder's ``wpca_saliency`` value is its initialisation: the best distinct architectures
+    of the lts-gpt2 16 x 128 runs, each run's pick after ``--at`` evaluations and the 2,000-evaluation
+    searches' picks, each scored with the model initialised from seeds 0 (the search's) to ``--seeds - 1``,
+    on the same minibatch and recorded reference sample. Seed 0 repeats the recorded value (a check)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    space, budget = optuna_wpca.preset("lts-gpt2")
+    reference = _recorded_reference(_storage(Path(args.journal)), "lts-gpt2:wpca_saliency:16x128:")
+    if reference is None:
+        raise SystemExit(f"{args.journal} holds no lts-gpt2 16x128 study with a recorded reference sample")
+    batch = optuna_wpca.text_batch(batch_size=16, seq_len=128)
+    objectives = [optuna_wpca.ZeroCostObjective(space, "wpca_saliency", budget=budget, reference_size=reference.size,
+                                                batch=batch, seed=s) for s in range(args.seeds)]
+    runs = {k: v for k, v in _csv_trials([str(RESULTS / "anytime_trials.csv.gz")], set()).items()
+            if k.startswith("lts-gpt2:wpca_saliency:16x128:")}
+    chosen: dict[object, dict] = {}  # architecture -> what it is and why it is here
+
+    def add(arch, value: float, why: str) -> None:
+        entry = chosen.setdefault(arch, {"recorded": value, "why": []})
+        entry["why"].append(why)
+
+    for name, rows in runs.items():
+        if len(rows) >= args.at:
+            row = _pick_at(rows, args.at)
+            add(space.from_params(json.loads(row["params"])), float(row["value"]), f"{name.split(':', 3)[3]}@{args.at}")
+    distinct: dict[object, float] = {}
+    for rows in runs.values():
+        for r in rows:
+            arch = space.from_params(json.loads(r["params"]))
+            distinct[arch] = max(distinct.get(arch, float("-inf")), float(r["value"]))
+    for rank, (arch, value) in enumerate(sorted(distinct.items(), key=lambda kv: -kv[1])[: args.top]):
+        add(arch, value, f"top {rank + 1}")
+    picked = {r["search"]: r["wpca_saliency_at_16x128"]
+              for r in json.loads((RESULTS / "anytime_picks.json").read_text())["rows"]}
+    for key, search in json.loads((RESULTS / "default_search.json").read_text()).items():
+        if key in picked:
+            add(space.from_params(_decoder_params(search["best"]["architecture"])), picked[key], f"2,000: {key}")
+    rows_out = []
+    for arch, entry in chosen.items():
+        values = [objective.score(arch, reference)[0][0] for objective in objectives]
+        rows_out.append({"architecture": " | ".join(space.describe(arch)), "num_params": space.num_params(arch),
+                         "why": entry["why"], "recorded": entry["recorded"], "by_seed": values,
+                         "mean_other_seeds": float(np.mean(values[1:]))})
+        print(f"{entry['recorded']:.4f} -> {' '.join(f'{v:.4f}' for v in values)}  {', '.join(entry['why'])}", flush=True)
+    by_seed = np.array([r["by_seed"] for r in rows_out])
+    others = by_seed[:, 1:]
+    best = int(np.argmax(by_seed[:, 0]))
+    out = {
+        "command": f"python benchmarks/anytime.py seeds --top {args.top} --at {args.at} --seeds {args.seeds}",
+        "architectures": len(rows_out),
+        "seed0_equals_recorded_within": float(np.max(np.abs(by_seed[:, 0] - [r["recorded"] for r in rows_out]))),
+        # the spread a seed alone makes, pooled over the architectures, against the spread of the architectures
+        "within_architecture_sd": float(np.sqrt(np.mean(np.var(others, axis=1, ddof=1)))),
+        "between_architectures_sd_of_seed0": float(np.std(by_seed[:, 0], ddof=1)),
+        "between_architectures_sd_of_mean_other_seeds": float(np.std(others.mean(axis=1), ddof=1)),
+        "spearman_seed0_vs_mean_other_seeds": float(spearmanr(by_seed[:, 0], others.mean(axis=1)).statistic),
+        "highest_seed0": {"architecture": rows_out[best]["architecture"], "by_seed": rows_out[best]["by_seed"],
+                          "rank_by_mean_other_seeds": int(1 + np.sum(others.mean(axis=1) > others[best].mean()))},
+        "rows": sorted(rows_out, key=lambda r: -r["mean_other_seeds"]),
+    }
+    for key in ("within_architecture_sd", "between_architectures_sd_of_seed0",
+                "between_architectures_sd_of_mean_other_seeds", "spearman_seed0_vs_mean_other_seeds"):
+        print(f"{key}: {out[key]:.4f}")
+    print(f"highest under seed 0 ranks {out['highest_seed0']['rank_by_mean_other_seeds']} of {len(rows_out)} "
+          f"by its mean over seeds 1-{args.seeds - 1}")
+    Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
 def export(args: argparse.Namespace) -> None:
     import csv
     import gzip
@@ -384,11 +460,18 @@ def main() -> None:
     p = sub.add_parser("picks")
     p.add_argument("--journal", default=str(JOURNAL_16X128_MORE))
     p.add_argument("--json", default=str(RESULTS / "anytime_picks.json"))
+    d = sub.add_parser("seeds")
+    d.add_argument("--journal", default=str(JOURNAL_16X128_MORE))
+    d.add_argument("--top", type=int, default=24, help="the best distinct architectures of all runs")
+    d.add_argument("--at", type=int, default=500, help="each run's pick after this many evaluations")
+    d.add_argument("--seeds", type=int, default=5, help="initialisation seeds 0 .. N-1")
+    d.add_argument("--json", default=str(RESULTS / "anytime_seeds.json"))
     e = sub.add_parser("export")
     e.add_argument("--journal", nargs="+", default=JOURNALS)
     e.add_argument("--csv", default=str(RESULTS / "anytime_trials.csv.gz"))
     args = parser.parse_args()
-    {"run": run, "summary": summary, "rescore": rescore, "picks": picks, "export": export}[args.command](args)
+    {"run": run, "summary": summary, "rescore": rescore, "picks": picks, "seeds": seeds,
+     "export": export}[args.command](args)
 
 
 if __name__ == "__main__":
