@@ -15,6 +15,7 @@ from optuna_wpca import _attributes as attr
 from optuna_wpca._budget import Budget
 from optuna_wpca._claim import StudyClaim
 from optuna_wpca._dashboard import save_study_note, upload_architecture
+from optuna_wpca._memory import release_freed_memory
 from optuna_wpca._record import SearchRecord, record_search
 from optuna_wpca._text import TextBatch, text_batch
 from optuna_wpca.proxies import (
@@ -261,6 +262,8 @@ class ZeroCostObjective:
             nonlocal scored
             model = self.space.build(arch, seed=self.seed, device=self.device)
             out = {p: r.value for p, r in compute_parts(self._parts, model, self.batch, **self.proxy_options).items()}
+            del model
+            release_freed_memory()
             scored += 1
             if study is not None:
                 claim.refresh(scored, self.reference_size)
@@ -313,6 +316,14 @@ class ZeroCostObjective:
         if hit is not None:
             return hit
         start = time.perf_counter()
+        values, parts = self._compute(arch, reference)
+        release_freed_memory()  # the candidate's model and activations are gone: hand their pages back
+        parts[attr.SECONDS] = time.perf_counter() - start
+        with self._lock:
+            self._cache[key] = (values, {**parts, attr.CACHED: True})
+        return values, parts
+
+    def _compute(self, arch: Any, reference: ReferenceSample | None) -> tuple[list[float], dict[str, Any]]:
         model = self.space.build(arch, seed=self.seed, device=self.device)
         values, parts = [], {}
         options = {**self.proxy_options, **({"reference": reference} if reference is not None else {})}
@@ -321,9 +332,6 @@ class ZeroCostObjective:
                                                                else self.proxy_options))
             values.append(result.value)
             parts[name] = result.parts
-        parts[attr.SECONDS] = time.perf_counter() - start
-        with self._lock:
-            self._cache[key] = (values, {**parts, attr.CACHED: True})
         return values, parts
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
