@@ -381,7 +381,8 @@ def seeds(args: argparse.Namespace) -> None:
         rows_out.append({"architecture": " | ".join(space.describe(arch)), "num_params": space.num_params(arch),
                          "why": entry["why"], "recorded": entry["recorded"], "by_seed": values,
                          "mean_other_seeds": float(np.mean(values[1:]))})
-        print(f"{entry['recorded']:.4f} -> {' '.join(f'{v:.4f}' for v in values)}  {', '.join(entry['why'])}", flush=True)
+        print(f"{entry['recorded']:.4f} -> {' '.join(f'{v:.4f}' for v in values)}  {', '.join(entry['why'])}",
+              flush=True)
     by_seed = np.array([r["by_seed"] for r in rows_out])
     others = by_seed[:, 1:]
     best = int(np.argmax(by_seed[:, 0]))

@@ -70,7 +70,8 @@ def run_one(name: str, preset: str, n_trials: int, workdir: Path, tree: str | No
     seconds = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials]
     rss = [r for _, r in samples]
     return {
-        "env": SETTINGS.get(name, {}), "tree": tree or ".", "wall_seconds": wall, "trials": len(trials), "trial_seconds": sum(seconds),
+        "env": SETTINGS.get(name, {}), "tree": tree or ".", "wall_seconds": wall, "trials": len(trials),
+        "trial_seconds": sum(seconds),
         "median_trial_seconds": statistics.median(seconds), "peak_rss_mb": max(rss),
         "rss_mb_at_quarters": [rss[min(len(rss) - 1, int(q * len(rss)))] for q in (0.25, 0.5, 0.75)] + [rss[-1]],
         "best_value": study.best_value, "best_trial": study.best_trial.number,

@@ -31,7 +31,6 @@ from optuna_wpca.ranking._rank import ProxyRanking, _compare_with_truth, rank_pr
 
 RESULTS = Path(__file__).parent / "results"
 PROXY = "wpca_saliency"
-OPTIONS = {"eta": 0.99, "eta_mobilebert": None, "reduce": "sum"}  # what `optuna-wpca rank` passes by default
 
 
 def _figures(r: ProxyRanking) -> dict:
@@ -53,8 +52,10 @@ def main() -> None:
         checkpoint = RESULTS / f"lts_seeds_{seed}.checkpoint.jsonl"
         if not checkpoint.exists():
             raise SystemExit(f"{checkpoint} is missing: run the ranking of seed {seed} first (see --help)")
+        with open(checkpoint) as f:  # the proxy options the ranking ran with (its first line, the settings)
+            options = json.loads(f.readline())["settings"]["options"]
         ranked = rank_proxies(benchmark, [PROXY], batch=batch, seed=seed, checkpoint=checkpoint, resamples=0,
-                              options=OPTIONS)
+                              options=options)
         values[seed] = ranked[PROXY].values
         single[seed] = _figures(ranked[PROXY])
         print(f"seed {seed}: tau {single[seed]['kendall_tau']:.4f}, mean budget pick "
